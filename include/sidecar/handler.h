@@ -1,0 +1,94 @@
+/* sidecar handler ABI, version 1.
+ *
+ * A handler is a shared object that exports one function:
+ *
+ *     const struct sc_handler_v1 *sc_handler_v1(void);
+ *
+ * returning a pointer to a constant struct that lives as long as the library.
+ * The sidecar opens the file with RTLD_NOW|RTLD_LOCAL and refuses it, before
+ * calling anything else, when the symbol is missing, abi_version is not
+ * SC_HANDLER_ABI_VERSION, struct_size is smaller than the v1 struct, or name
+ * or handle is NULL.
+ *
+ * Rules for handle():
+ *   - It runs inside the sidecar's open transaction, after the row
+ *     consumed_event(consumer_name, event_id) was inserted. Do the local effect
+ *     with statements on `conn` and return.
+ *   - Never COMMIT, ROLLBACK, change autocommit or close the connection: the
+ *     sidecar checks the transaction is still open afterwards and fails the
+ *     message otherwise.
+ *   - It may be called from several worker threads at once (one connection
+ *     each): keep shared state read-only or lock it.
+ *   - Return SC_HANDLER_OK, SC_HANDLER_RETRY (transient: the message comes
+ *     back later) or SC_HANDLER_REJECT (permanent: dead-lettered), with a
+ *     short reason in `reason` for the last two.
+ *
+ * Compatibility: fields are only ever appended; a breaking change is a new
+ * symbol, sc_handler_v2. This header is self-contained.
+ */
+#ifndef SIDECAR_HANDLER_H
+#define SIDECAR_HANDLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SC_HANDLER_ABI_VERSION 1u
+#define SC_HANDLER_SYMBOL "sc_handler_v1"
+
+/* MYSQL from <mysql.h> is `struct st_mysql` in both MySQL's libmysqlclient
+ * and MariaDB Connector/C; handlers include <mysql.h> themselves. */
+struct st_mysql;
+
+typedef enum sc_handler_status {
+    SC_HANDLER_OK = 0,
+    SC_HANDLER_RETRY = 1,
+    SC_HANDLER_REJECT = 2,
+} sc_handler_status;
+
+/* The parsed CloudEvents envelope. Strings are NUL-terminated and valid only
+ * during the call. Optional attributes are NULL when absent. */
+struct sc_event {
+    const char *id;            /* canonical lowercase UUID, the dedup key */
+    const char *type;          /* event_type, e.g. "ORDER_ACCEPTED" */
+    const char *source;        /* aggregate_type, e.g. "ORDER" */
+    const char *subject;       /* aggregate_id as a string, or NULL */
+    const char *time;          /* RFC 3339, or NULL */
+    int64_t eventversion;      /* valid when has_eventversion != 0 */
+    int has_eventversion;
+    const char *data_json;     /* the `data` member as compact JSON, or NULL */
+    size_t data_json_len;
+};
+
+struct sc_handler_v1 {
+    uint32_t abi_version;      /* SC_HANDLER_ABI_VERSION */
+    uint32_t struct_size;      /* sizeof(struct sc_handler_v1) */
+    const char *name;
+
+    /* Optional. Called once per consumer before any handle(), with the
+     * consumer's handler_config as JSON text. Return 0 and set *state, or
+     * non-zero with a message in err (start-up then fails). */
+    int (*init)(const char *config_json, void **state, char *err, size_t err_len);
+
+    /* Required. See the rules above. */
+    sc_handler_status (*handle)(void *state, struct st_mysql *conn,
+                                const struct sc_event *event,
+                                char *reason, size_t reason_len);
+
+    /* Optional. Called once at exit. */
+    void (*shutdown)(void *state);
+};
+
+typedef const struct sc_handler_v1 *(*sc_handler_v1_fn)(void);
+
+/* The one symbol a handler exports (define it with default visibility). */
+const struct sc_handler_v1 *sc_handler_v1(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIDECAR_HANDLER_H */

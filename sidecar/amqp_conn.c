@@ -1,0 +1,497 @@
+#include "amqp_conn.h"
+
+#include <amqp_tcp_socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "log.h"
+
+/* Longest any single broker RPC (declare, bind, qos, consume) may take. */
+#define SC_AMQP_RPC_TIMEOUT_S 10
+
+static int fail(char *err, size_t len, const char *what, const char *detail)
+{
+    snprintf(err, len, "%s: %s", what, detail);
+    return -1;
+}
+
+/* Describes an RPC reply; returns 0 for a normal reply, -1 otherwise. */
+static int reply_error(amqp_rpc_reply_t r, const char *what, char *err, size_t len)
+{
+    char detail[256];
+    switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+        return 0;
+    case AMQP_RESPONSE_NONE:
+        return fail(err, len, what, "no RPC reply");
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+        return fail(err, len, what, amqp_error_string2(r.library_error));
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+        if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_connection_close_t *m = r.reply.decoded;
+            snprintf(detail, sizeof detail, "connection closed by broker: %u %.*s", m->reply_code,
+                     (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        } else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+            amqp_channel_close_t *m = r.reply.decoded;
+            snprintf(detail, sizeof detail, "channel closed by broker: %u %.*s", m->reply_code,
+                     (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        } else {
+            snprintf(detail, sizeof detail, "unexpected server method 0x%08x", r.reply.id);
+        }
+        return fail(err, len, what, detail);
+    }
+    return fail(err, len, what, "unknown reply type");
+}
+
+/* Keeps a dead peer from blocking a send forever: rabbitmq-c 0.11 can hang
+ * in a publish to a peer that vanished without a FIN. */
+static void harden_socket(int fd, int heartbeat_s)
+{
+    int on = 1, idle = 10, intvl = 5, cnt = 3;
+    unsigned user_timeout_ms = (unsigned)(heartbeat_s > 0 ? heartbeat_s * 2000 : 60000);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *name, char *err,
+                    size_t err_len)
+{
+    struct amqp_connection_info ci;
+    memset(a, 0, sizeof *a);
+    char *url = strdup(cfg->amqp_url);
+    if (!url)
+        return fail(err, err_len, "amqp", "out of memory");
+    amqp_default_connection_info(&ci);
+    if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK) {
+        free(url);
+        return fail(err, err_len, "amqp.url", "cannot parse the URL");
+    }
+    if (ci.ssl) {
+        free(url);
+        return fail(err, err_len, "amqp.url", "amqps:// is not supported by this build");
+    }
+    a->conn = amqp_new_connection();
+    amqp_socket_t *sock = a->conn ? amqp_tcp_socket_new(a->conn) : NULL;
+    if (!sock) {
+        free(url);
+        sc_amqp_close(a);
+        return fail(err, err_len, "amqp", "cannot create a socket");
+    }
+    struct timeval tv = {cfg->amqp_connect_timeout_ms / 1000,
+                         (cfg->amqp_connect_timeout_ms % 1000) * 1000};
+    int rc = amqp_socket_open_noblock(sock, ci.host, ci.port, &tv);
+    if (rc != AMQP_STATUS_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "amqp connect %s:%d", ci.host, ci.port);
+        free(url);
+        sc_amqp_close(a);
+        return fail(err, err_len, what, amqp_error_string2(rc));
+    }
+    harden_socket(amqp_socket_get_sockfd(sock), cfg->amqp_heartbeat_s);
+    amqp_set_handshake_timeout(a->conn, &tv);
+    struct timeval rpc_tv = {SC_AMQP_RPC_TIMEOUT_S, 0};
+    amqp_set_rpc_timeout(a->conn, &rpc_tv);
+
+    amqp_table_entry_t props_entries[2];
+    props_entries[0].key = amqp_cstring_bytes("connection_name");
+    props_entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    props_entries[0].value.value.bytes = amqp_cstring_bytes(name);
+    props_entries[1].key = amqp_cstring_bytes("product");
+    props_entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    props_entries[1].value.value.bytes = amqp_cstring_bytes("sidecar");
+    amqp_table_t props = {2, props_entries};
+    amqp_rpc_reply_t r = amqp_login_with_properties(a->conn, ci.vhost, 0, 131072,
+                                                    cfg->amqp_heartbeat_s, &props,
+                                                    AMQP_SASL_METHOD_PLAIN, ci.user, ci.password);
+    free(url);
+    if (reply_error(r, "amqp login", err, err_len)) {
+        sc_amqp_close(a);
+        return -1;
+    }
+    amqp_channel_open(a->conn, SC_AMQP_CHANNEL);
+    if (reply_error(amqp_get_rpc_reply(a->conn), "amqp channel.open", err, err_len)) {
+        sc_amqp_close(a);
+        return -1;
+    }
+    return 0;
+}
+
+void sc_amqp_close(struct sc_amqp *a)
+{
+    if (!a->conn)
+        return;
+    /* Best effort and bounded by the RPC timeout; the broker requeues every
+     * unacked delivery when the connection goes, however it goes. */
+    amqp_connection_close(a->conn, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(a->conn);
+    memset(a, 0, sizeof *a);
+}
+
+int sc_amqp_connected(const struct sc_amqp *a)
+{
+    return a->conn != NULL;
+}
+
+void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, char *out,
+                              size_t out_len)
+{
+    snprintf(out, out_len, "%s.retry.%dms", k->queue, delay_ms);
+}
+
+static int declare_queue(struct sc_amqp *a, const char *name, const char *type,
+                         const amqp_table_entry_t *extra, int n_extra, char *err, size_t err_len)
+{
+    amqp_table_entry_t entries[4];
+    int n = 0;
+    for (int i = 0; i < n_extra; i++)
+        entries[n++] = extra[i];
+    if (strcmp(type, "quorum") == 0) {
+        entries[n].key = amqp_cstring_bytes("x-queue-type");
+        entries[n].value.kind = AMQP_FIELD_KIND_UTF8;
+        entries[n].value.value.bytes = amqp_cstring_bytes("quorum");
+        n++;
+    }
+    amqp_table_t args = {n, entries};
+    amqp_queue_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(name), 0, 1, 0, 0, args);
+    char what[300];
+    snprintf(what, sizeof what, "declare queue %s", name);
+    return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
+}
+
+int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                             size_t err_len)
+{
+    char what[300];
+    for (size_t i = 0; i < k->n_bindings; i++) {
+        const struct sc_binding *b = &k->bindings[i];
+        amqp_exchange_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(b->exchange),
+                              amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
+        snprintf(what, sizeof what, "declare exchange %s", b->exchange);
+        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+            return -1;
+    }
+    if (declare_queue(a, k->queue, k->queue_type, NULL, 0, err, err_len) ||
+        declare_queue(a, k->dead_letter_queue, k->queue_type, NULL, 0, err, err_len))
+        return -1;
+    for (size_t i = 0; i < k->n_retry_delays; i++) {
+        /* A delay queue holds a message for its TTL, then dead-letters it
+         * through the default exchange back onto the consumer's queue. */
+        char name[300];
+        sc_amqp_retry_queue_name(k, k->retry_delays_ms[i], name, sizeof name);
+        amqp_table_entry_t extra[3];
+        extra[0].key = amqp_cstring_bytes("x-message-ttl");
+        extra[0].value.kind = AMQP_FIELD_KIND_I64;
+        extra[0].value.value.i64 = k->retry_delays_ms[i];
+        extra[1].key = amqp_cstring_bytes("x-dead-letter-exchange");
+        extra[1].value.kind = AMQP_FIELD_KIND_UTF8;
+        extra[1].value.value.bytes = amqp_cstring_bytes("");
+        extra[2].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+        extra[2].value.kind = AMQP_FIELD_KIND_UTF8;
+        extra[2].value.value.bytes = amqp_cstring_bytes(k->queue);
+        if (declare_queue(a, name, k->queue_type, extra, 3, err, err_len))
+            return -1;
+    }
+    for (size_t i = 0; i < k->n_bindings; i++) {
+        const struct sc_binding *b = &k->bindings[i];
+        amqp_queue_bind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(k->queue),
+                        amqp_cstring_bytes(b->exchange), amqp_cstring_bytes(b->routing_key),
+                        amqp_empty_table);
+        snprintf(what, sizeof what, "bind %s to %s (%s)", k->queue, b->exchange, b->routing_key);
+        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+            return -1;
+    }
+    return 0;
+}
+
+int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, const char *tag,
+                          char *err, size_t err_len)
+{
+    amqp_basic_qos(a->conn, SC_AMQP_CHANNEL, 0, (uint16_t)prefetch, 0);
+    if (reply_error(amqp_get_rpc_reply(a->conn), "basic.qos", err, err_len))
+        return -1;
+    amqp_basic_consume(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue),
+                       amqp_cstring_bytes(tag), 0, 0 /* manual ack */, 0, amqp_empty_table);
+    return reply_error(amqp_get_rpc_reply(a->conn), "basic.consume", err, err_len);
+}
+
+/* Answers a broker-initiated close so the broker can release the resources,
+ * and describes it. */
+static void handle_close_frame(struct sc_amqp *a, const amqp_frame_t *f, char *err, size_t err_len)
+{
+    if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = f->payload.method.decoded;
+        snprintf(err, err_len, "channel closed by broker: %u %.*s", m->reply_code,
+                 (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        amqp_channel_close_ok_t ok;
+        amqp_send_method(a->conn, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    } else {
+        amqp_connection_close_t *m = f->payload.method.decoded;
+        snprintf(err, err_len, "connection closed by broker: %u %.*s", m->reply_code,
+                 (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        amqp_connection_close_ok_t ok;
+        amqp_send_method(a->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+    }
+}
+
+enum sc_amqp_recv sc_amqp_receive(struct sc_amqp *a, amqp_envelope_t *env, int timeout_ms,
+                                  char *err, size_t err_len)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    amqp_maybe_release_buffers(a->conn);
+    amqp_rpc_reply_t r = amqp_consume_message(a->conn, env, &tv, 0);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
+        return SC_AMQP_RECV_MESSAGE;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
+        return SC_AMQP_RECV_TIMEOUT;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+        /* A frame other than a delivery is waiting: read it. */
+        amqp_frame_t f;
+        struct timeval wait = {1, 0};
+        int rc = amqp_simple_wait_frame_noblock(a->conn, &f, &wait);
+        if (rc != AMQP_STATUS_OK) {
+            fail(err, err_len, "amqp", amqp_error_string2(rc));
+            return SC_AMQP_RECV_CLOSED;
+        }
+        if (f.frame_type != AMQP_FRAME_METHOD)
+            return SC_AMQP_RECV_TIMEOUT;
+        switch (f.payload.method.id) {
+        case AMQP_CHANNEL_CLOSE_METHOD:
+        case AMQP_CONNECTION_CLOSE_METHOD:
+            handle_close_frame(a, &f, err, err_len);
+            return SC_AMQP_RECV_CLOSED;
+        case AMQP_BASIC_CANCEL_METHOD:
+            fail(err, err_len, "amqp", "the broker cancelled the consumer (queue deleted?)");
+            return SC_AMQP_RECV_CLOSED;
+        default:
+            return SC_AMQP_RECV_TIMEOUT;
+        }
+    }
+    reply_error(r, "amqp receive", err, err_len);
+    return SC_AMQP_RECV_CLOSED;
+}
+
+int sc_amqp_ack(struct sc_amqp *a, uint64_t tag, int multiple)
+{
+    return amqp_basic_ack(a->conn, SC_AMQP_CHANNEL, tag, multiple) == AMQP_STATUS_OK ? 0 : -1;
+}
+
+int sc_amqp_nack_requeue(struct sc_amqp *a, uint64_t tag, int multiple)
+{
+    return amqp_basic_nack(a->conn, SC_AMQP_CHANNEL, tag, multiple, 1) == AMQP_STATUS_OK ? 0 : -1;
+}
+
+int sc_amqp_confirm_select(struct sc_amqp *a, char *err, size_t err_len)
+{
+    amqp_confirm_select(a->conn, SC_AMQP_CHANNEL);
+    if (reply_error(amqp_get_rpc_reply(a->conn), "confirm.select", err, err_len))
+        return -1;
+    a->confirm_mode = 1;
+    a->next_seq = 1;
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int bytes_eq(amqp_bytes_t x, amqp_bytes_t y)
+{
+    return x.len == y.len && (x.len == 0 || memcmp(x.bytes, y.bytes, x.len) == 0);
+}
+
+/* Marks the pending message a basic.return refers to: by message_id where
+ * both have one, else by body. */
+static void mark_returned(struct sc_publish *msgs, size_t n, const amqp_message_t *m)
+{
+    int has_id = (m->properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0;
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].result != SC_PUB_PENDING)
+            continue;
+        const amqp_basic_properties_t *p = msgs[i].props;
+        int match;
+        if (has_id && p && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+            match = bytes_eq(p->message_id, m->properties.message_id);
+        else
+            match = bytes_eq(msgs[i].body, m->body);
+        if (match) {
+            msgs[i].result = SC_PUB_RETURNED;
+            return;
+        }
+    }
+}
+
+/* Applies a basic.ack / basic.nack for tag (and all below when multiple). */
+static size_t settle(struct sc_publish *msgs, size_t n, uint64_t tag, int multiple, int ack)
+{
+    size_t settled = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(msgs[i].seq == tag || (multiple && msgs[i].seq <= tag)))
+            continue;
+        if (msgs[i].result == SC_PUB_PENDING) {
+            msgs[i].result = ack ? SC_PUB_ACKED : SC_PUB_NACKED;
+            settled++;
+        } else if (msgs[i].result == SC_PUB_RETURNED && msgs[i].seq != 0) {
+            msgs[i].seq = 0; /* the ack that follows a return settles it */
+            settled++;
+        }
+    }
+    return settled;
+}
+
+int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
+                              char *err, size_t err_len)
+{
+    for (size_t i = 0; i < n; i++) {
+        msgs[i].result = SC_PUB_PENDING;
+        msgs[i].seq = a->next_seq++;
+        int rc = amqp_basic_publish(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(msgs[i].exchange),
+                                    amqp_cstring_bytes(msgs[i].routing_key), msgs[i].mandatory, 0,
+                                    msgs[i].props, msgs[i].body);
+        if (rc != AMQP_STATUS_OK) {
+            for (size_t j = i; j < n; j++)
+                msgs[j].result = SC_PUB_FAILED;
+            fail(err, err_len, "basic.publish", amqp_error_string2(rc));
+            return -1;
+        }
+    }
+    size_t pending = n;
+    int64_t deadline = now_ms() + timeout_ms;
+    while (pending > 0) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            break;
+        struct timeval tv = {(time_t)(left / 1000), (suseconds_t)((left % 1000) * 1000)};
+        amqp_frame_t f;
+        int rc = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
+        if (rc == AMQP_STATUS_TIMEOUT)
+            break;
+        if (rc != AMQP_STATUS_OK) {
+            fail(err, err_len, "waiting for publisher confirms", amqp_error_string2(rc));
+            goto failed;
+        }
+        if (f.frame_type != AMQP_FRAME_METHOD)
+            continue;
+        switch (f.payload.method.id) {
+        case AMQP_BASIC_ACK_METHOD: {
+            amqp_basic_ack_t *m = f.payload.method.decoded;
+            pending -= settle(msgs, n, m->delivery_tag, m->multiple, 1);
+            break;
+        }
+        case AMQP_BASIC_NACK_METHOD: {
+            amqp_basic_nack_t *m = f.payload.method.decoded;
+            pending -= settle(msgs, n, m->delivery_tag, m->multiple, 0);
+            break;
+        }
+        case AMQP_BASIC_RETURN_METHOD: {
+            amqp_message_t m;
+            amqp_rpc_reply_t r = amqp_read_message(a->conn, f.channel, &m, 0);
+            if (reply_error(r, "reading basic.return", err, err_len))
+                goto failed;
+            mark_returned(msgs, n, &m);
+            amqp_destroy_message(&m);
+            break;
+        }
+        case AMQP_CHANNEL_CLOSE_METHOD:
+        case AMQP_CONNECTION_CLOSE_METHOD:
+            handle_close_frame(a, &f, err, err_len);
+            goto failed;
+        default:
+            break;
+        }
+    }
+    int acked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].result == SC_PUB_PENDING)
+            msgs[i].result = SC_PUB_TIMEOUT;
+        acked += msgs[i].result == SC_PUB_ACKED;
+    }
+    return acked;
+failed:
+    for (size_t i = 0; i < n; i++)
+        if (msgs[i].result == SC_PUB_PENDING)
+            msgs[i].result = SC_PUB_FAILED;
+    return -1;
+}
+
+int sc_amqp_service(struct sc_amqp *a)
+{
+    for (;;) {
+        amqp_frame_t f;
+        struct timeval tv = {0, 0};
+        int rc = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
+        if (rc == AMQP_STATUS_TIMEOUT)
+            return 0;
+        if (rc != AMQP_STATUS_OK)
+            return -1;
+        if (f.frame_type == AMQP_FRAME_METHOD &&
+            (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+             f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)) {
+            char err[256];
+            handle_close_frame(a, &f, err, sizeof err);
+            sc_warn("publisher connection: %s", err);
+            return -1;
+        }
+        /* Anything else here is a late confirm of an earlier timed-out
+         * publish: its message was already treated as not confirmed. */
+    }
+}
+
+const char *sc_publish_result_name(enum sc_publish_result r)
+{
+    static const char *const names[] = {"pending", "acked", "nacked", "returned (unroutable)",
+                                        "confirm timeout", "connection failed"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+static const amqp_field_value_t *header(const amqp_table_t *h, const char *key)
+{
+    if (!h)
+        return NULL;
+    size_t klen = strlen(key);
+    for (int i = 0; i < h->num_entries; i++) {
+        const amqp_table_entry_t *e = &h->entries[i];
+        if (e->key.len == klen && memcmp(e->key.bytes, key, klen) == 0)
+            return &e->value;
+    }
+    return NULL;
+}
+
+int64_t sc_amqp_header_int(const amqp_table_t *h, const char *key, int64_t def)
+{
+    const amqp_field_value_t *v = header(h, key);
+    if (!v)
+        return def;
+    switch (v->kind) {
+    case AMQP_FIELD_KIND_I8: return v->value.i8;
+    case AMQP_FIELD_KIND_U8: return v->value.u8;
+    case AMQP_FIELD_KIND_I16: return v->value.i16;
+    case AMQP_FIELD_KIND_U16: return v->value.u16;
+    case AMQP_FIELD_KIND_I32: return v->value.i32;
+    case AMQP_FIELD_KIND_U32: return v->value.u32;
+    case AMQP_FIELD_KIND_I64: return v->value.i64;
+    case AMQP_FIELD_KIND_U64: return (int64_t)v->value.u64;
+    default: return def;
+    }
+}
+
+amqp_bytes_t sc_amqp_header_bytes(const amqp_table_t *h, const char *key)
+{
+    const amqp_field_value_t *v = header(h, key);
+    if (v && (v->kind == AMQP_FIELD_KIND_UTF8 || v->kind == AMQP_FIELD_KIND_BYTES))
+        return v->value.bytes;
+    return amqp_empty_bytes;
+}

@@ -1,0 +1,96 @@
+/* rabbitmq-c wrapper: connect, declare, consume, ack, and publish under
+ * publisher confirms with every wait bounded. One connection belongs to one
+ * thread; rabbitmq-c is not thread-safe. */
+#ifndef SC_AMQP_CONN_H
+#define SC_AMQP_CONN_H
+
+#include <amqp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define SC_AMQP_CHANNEL 1
+
+struct sc_amqp {
+    amqp_connection_state_t conn;
+    int confirm_mode;
+    uint64_t next_seq;     /* publish sequence number under confirms */
+};
+
+/* Opens a connection and channel 1. name shows in the broker's connection
+ * list (connection_name). Returns 0, or -1 with err set. */
+int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *name, char *err,
+                    size_t err_len);
+void sc_amqp_close(struct sc_amqp *a);
+int sc_amqp_connected(const struct sc_amqp *a);
+
+/* Declares the exchanges of the bindings (durable topic), the queue (durable,
+ * queue type), its bindings, the dead-letter queue and one delay queue per
+ * retry step. */
+int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                             size_t err_len);
+
+/* Name of the delay queue for a retry delay: "<queue>.retry.<ms>ms". */
+void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, char *out,
+                              size_t out_len);
+
+/* basic.qos + basic.consume with manual ack. */
+int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, const char *tag,
+                          char *err, size_t err_len);
+
+enum sc_amqp_recv {
+    SC_AMQP_RECV_MESSAGE,  /* *env filled; destroy it with amqp_destroy_envelope */
+    SC_AMQP_RECV_TIMEOUT,  /* nothing arrived in time */
+    SC_AMQP_RECV_CLOSED,   /* connection or channel is gone: reconnect */
+};
+
+/* Waits up to timeout_ms for a delivery. */
+enum sc_amqp_recv sc_amqp_receive(struct sc_amqp *a, amqp_envelope_t *env, int timeout_ms,
+                                  char *err, size_t err_len);
+
+/* Return 0 when the frame was sent. */
+int sc_amqp_ack(struct sc_amqp *a, uint64_t tag, int multiple);
+int sc_amqp_nack_requeue(struct sc_amqp *a, uint64_t tag, int multiple);
+
+/* Publishing under confirms. */
+int sc_amqp_confirm_select(struct sc_amqp *a, char *err, size_t err_len);
+
+enum sc_publish_result {
+    SC_PUB_PENDING = 0,
+    SC_PUB_ACKED,
+    SC_PUB_NACKED,
+    SC_PUB_RETURNED,   /* unroutable (mandatory); the broker acks it afterwards */
+    SC_PUB_TIMEOUT,
+    SC_PUB_FAILED,     /* connection error before the confirm */
+};
+
+struct sc_publish {
+    const char *exchange;
+    const char *routing_key;
+    const amqp_basic_properties_t *props;
+    amqp_bytes_t body;
+    int mandatory;
+    uint64_t seq;                 /* set by the call */
+    enum sc_publish_result result; /* set by the call */
+};
+
+/* Publishes all n messages, then collects their confirms (basic.ack and
+ * basic.nack with `multiple`, basic.return) until each has a result or
+ * timeout_ms passes. Returns the number ACKED (and not returned), or -1 when
+ * the connection failed: close it and reconnect. */
+int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
+                              char *err, size_t err_len);
+
+/* Services heartbeats on an otherwise idle connection and drains stray
+ * frames. Returns 0, or -1 when the connection is gone. */
+int sc_amqp_service(struct sc_amqp *a);
+
+const char *sc_publish_result_name(enum sc_publish_result r);
+
+/* Integer value of a header, or def when absent or not an integer. */
+int64_t sc_amqp_header_int(const amqp_table_t *headers, const char *key, int64_t def);
+/* String value of a header as bytes (len 0 when absent). */
+amqp_bytes_t sc_amqp_header_bytes(const amqp_table_t *headers, const char *key);
+
+#endif

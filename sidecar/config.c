@@ -1,0 +1,494 @@
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The configuration is described by tables of fields (key, type, where it
+ * goes, default, bounds). One walker serves parsing, defaults and validation,
+ * and every error names the key by its full path. */
+
+enum field_type {
+    F_STR,      /* string */
+    F_INT,      /* integer within [min, max] */
+    F_JSON,     /* any JSON value, kept as compact text */
+    F_OBJ,      /* nested object, described by sub */
+    F_INT_ARR,  /* array of integers within [min, max] */
+    F_OBJ_ARR,  /* array of objects, each described by sub */
+};
+
+struct table;
+
+struct field {
+    const char *key;
+    enum field_type type;
+    size_t off;          /* member offset in the struct being filled */
+    int required;
+    long long min, max;  /* F_INT, F_INT_ARR */
+    const char *def_str; /* F_STR, F_JSON default */
+    long long def_int;   /* F_INT default */
+    const char *const *choices; /* F_STR: allowed values, NULL-terminated */
+    const struct table *sub;    /* F_OBJ, F_OBJ_ARR */
+    size_t count_off;    /* F_INT_ARR, F_OBJ_ARR: offset of the size_t count */
+};
+
+struct table {
+    const struct field *fields;
+    size_t n;
+    size_t elem_size;    /* for F_OBJ_ARR elements */
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define CFG(m) offsetof(struct sc_config, m)
+#define CON(m) offsetof(struct sc_consumer_config, m)
+#define REL(m) offsetof(struct sc_relay_config, m)
+#define BND(m) offsetof(struct sc_binding, m)
+
+static const char *const queue_types[] = {"classic", "quorum", NULL};
+static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+
+static const struct field amqp_fields[] = {
+    {.key = "url", .type = F_STR, .off = CFG(amqp_url)},
+    {.key = "heartbeat_s", .type = F_INT, .off = CFG(amqp_heartbeat_s), .min = 0, .max = 3600, .def_int = 30},
+    {.key = "connect_timeout_ms", .type = F_INT, .off = CFG(amqp_connect_timeout_ms), .min = 100,
+     .max = 600000, .def_int = 5000},
+};
+static const struct field mysql_fields[] = {
+    {.key = "url", .type = F_STR, .off = CFG(mysql_url)},
+    {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
+     .max = 3600, .def_int = 5},
+    {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
+     .max = 600, .def_int = 5},
+};
+static const struct field http_fields[] = {
+    {.key = "listen", .type = F_STR, .off = CFG(http_listen), .def_str = "127.0.0.1:9464"},
+};
+static const struct field log_fields[] = {
+    {.key = "level", .type = F_STR, .off = CFG(log_level), .def_str = "info", .choices = log_levels},
+};
+static const struct field binding_fields[] = {
+    {.key = "exchange", .type = F_STR, .off = BND(exchange), .required = 1},
+    {.key = "routing_key", .type = F_STR, .off = BND(routing_key), .required = 1},
+};
+static const struct table binding_table = {binding_fields, N(binding_fields), sizeof(struct sc_binding)};
+
+static const struct field consumer_fields[] = {
+    {.key = "name", .type = F_STR, .off = CON(name), .required = 1},
+    {.key = "queue", .type = F_STR, .off = CON(queue)},
+    {.key = "bindings", .type = F_OBJ_ARR, .off = CON(bindings), .count_off = CON(n_bindings),
+     .sub = &binding_table},
+    {.key = "handler", .type = F_STR, .off = CON(handler), .required = 1},
+    {.key = "handler_config", .type = F_JSON, .off = CON(handler_config), .def_str = "{}"},
+    {.key = "prefetch", .type = F_INT, .off = CON(prefetch), .min = 1, .max = 65535, .def_int = 256},
+    {.key = "batch_max", .type = F_INT, .off = CON(batch_max), .min = 1, .max = 1000, .def_int = 64},
+    {.key = "workers", .type = F_INT, .off = CON(workers), .min = 1, .max = 64, .def_int = 1},
+    {.key = "max_attempts", .type = F_INT, .off = CON(max_attempts), .min = 1, .max = 1000, .def_int = 5},
+    {.key = "retry_delays_ms", .type = F_INT_ARR, .off = CON(retry_delays_ms),
+     .count_off = CON(n_retry_delays), .min = 1, .max = 86400000},
+    {.key = "dead_letter_queue", .type = F_STR, .off = CON(dead_letter_queue)},
+    {.key = "queue_type", .type = F_STR, .off = CON(queue_type), .def_str = "classic",
+     .choices = queue_types},
+};
+static const struct table consumer_table = {consumer_fields, N(consumer_fields),
+                                            sizeof(struct sc_consumer_config)};
+
+static const struct field relay_fields[] = {
+    {.key = "worker_id", .type = F_STR, .off = REL(worker_id)},
+    {.key = "exchange", .type = F_STR, .off = REL(exchange), .required = 1},
+    {.key = "batch", .type = F_INT, .off = REL(batch), .min = 1, .max = 1000, .def_int = 100},
+    {.key = "lease_ms", .type = F_INT, .off = REL(lease_ms), .min = 100, .max = 86400000, .def_int = 30000},
+    {.key = "poll_ms", .type = F_INT, .off = REL(poll_ms), .min = 1, .max = 600000, .def_int = 200},
+    {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
+     .max = 600000, .def_int = 5000},
+};
+static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
+
+/* amqp, mysql, http and log fill members of struct sc_config directly, so
+ * their tables write relative to the config itself (nested "flat" objects). */
+static const struct table amqp_table = {amqp_fields, N(amqp_fields), 0};
+static const struct table mysql_table = {mysql_fields, N(mysql_fields), 0};
+static const struct table http_table = {http_fields, N(http_fields), 0};
+static const struct table log_table = {log_fields, N(log_fields), 0};
+
+static const struct field top_fields[] = {
+    {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table},
+    {.key = "mysql", .type = F_OBJ, .off = 0, .required = 1, .sub = &mysql_table},
+    {.key = "http", .type = F_OBJ, .off = 0, .sub = &http_table},
+    {.key = "log", .type = F_OBJ, .off = 0, .sub = &log_table},
+    {.key = "consumers", .type = F_OBJ_ARR, .off = CFG(consumers), .count_off = CFG(n_consumers),
+     .sub = &consumer_table},
+    {.key = "relay", .type = F_OBJ, .off = CFG(relay), .sub = &relay_table},
+};
+static const struct table top_table = {top_fields, N(top_fields), 0};
+
+static const int default_retry_delays[] = {1000, 5000, 30000};
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+static void join_path(char *out, size_t len, const char *path, const char *key)
+{
+    if (path[0])
+        snprintf(out, len, "%s.%s", path, key);
+    else
+        snprintf(out, len, "%s", key);
+}
+
+static int set_default(const struct field *f, char *base)
+{
+    switch (f->type) {
+    case F_STR:
+    case F_JSON:
+        if (f->def_str && !(*(char **)(base + f->off) = strdup(f->def_str)))
+            return -1;
+        break;
+    case F_INT:
+        *(int *)(base + f->off) = (int)f->def_int;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int parse_table(const json_t *obj, const struct table *t, char *base, const char *path,
+                       char *err, size_t err_len);
+
+static int parse_int(const json_t *v, const struct field *f, const char *p, int *out, char *err,
+                     size_t err_len)
+{
+    if (!json_is_integer(v))
+        return fail(err, err_len, "%s: expected integer, got %s", p, json_type_name(v));
+    json_int_t i = json_integer_value(v);
+    if (i < f->min || i > f->max)
+        return fail(err, err_len, "%s: expected an integer from %lld to %lld, got %lld", p, f->min,
+                    f->max, (long long)i);
+    *out = (int)i;
+    return 0;
+}
+
+static int parse_field(const json_t *v, const struct field *f, char *base, const char *p, char *err,
+                       size_t err_len)
+{
+    switch (f->type) {
+    case F_STR: {
+        if (!json_is_string(v))
+            return fail(err, err_len, "%s: expected string, got %s", p, json_type_name(v));
+        const char *s = json_string_value(v);
+        if (!s[0])
+            return fail(err, err_len, "%s: expected a non-empty string", p);
+        if (f->choices) {
+            int ok = 0;
+            for (const char *const *c = f->choices; *c; c++)
+                ok |= strcmp(*c, s) == 0;
+            if (!ok)
+                return fail(err, err_len, "%s: unsupported value \"%s\"", p, s);
+        }
+        char **dst = (char **)(base + f->off);
+        free(*dst);
+        if (!(*dst = strdup(s)))
+            return fail(err, err_len, "%s: out of memory", p);
+        return 0;
+    }
+    case F_INT:
+        return parse_int(v, f, p, (int *)(base + f->off), err, err_len);
+    case F_JSON: {
+        char **dst = (char **)(base + f->off);
+        free(*dst);
+        if (!(*dst = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)))
+            return fail(err, err_len, "%s: cannot encode", p);
+        return 0;
+    }
+    case F_OBJ:
+        if (!json_is_object(v))
+            return fail(err, err_len, "%s: expected object, got %s", p, json_type_name(v));
+        if (f->sub->elem_size)
+            *(int *)(base + f->off) = 1; /* the "present" flag leads such structs */
+        return parse_table(v, f->sub, base + f->off, p, err, err_len);
+    case F_INT_ARR: {
+        if (!json_is_array(v))
+            return fail(err, err_len, "%s: expected array, got %s", p, json_type_name(v));
+        size_t n = json_array_size(v);
+        if (n == 0)
+            return fail(err, err_len, "%s: expected at least one element", p);
+        int *arr = calloc(n, sizeof *arr);
+        if (!arr)
+            return fail(err, err_len, "%s: out of memory", p);
+        *(int **)(base + f->off) = arr;
+        *(size_t *)(base + f->count_off) = n;
+        for (size_t i = 0; i < n; i++) {
+            char ep[300];
+            snprintf(ep, sizeof ep, "%s[%zu]", p, i);
+            if (parse_int(json_array_get(v, i), f, ep, &arr[i], err, err_len))
+                return -1;
+        }
+        return 0;
+    }
+    case F_OBJ_ARR: {
+        if (!json_is_array(v))
+            return fail(err, err_len, "%s: expected array, got %s", p, json_type_name(v));
+        size_t n = json_array_size(v);
+        char *arr = calloc(n ? n : 1, f->sub->elem_size);
+        if (!arr)
+            return fail(err, err_len, "%s: out of memory", p);
+        *(char **)(base + f->off) = arr;
+        *(size_t *)(base + f->count_off) = n;
+        for (size_t i = 0; i < n; i++) {
+            char ep[300];
+            snprintf(ep, sizeof ep, "%s[%zu]", p, i);
+            const json_t *e = json_array_get(v, i);
+            if (!json_is_object(e))
+                return fail(err, err_len, "%s: expected object, got %s", ep, json_type_name(e));
+            if (parse_table(e, f->sub, arr + i * f->sub->elem_size, ep, err, err_len))
+                return -1;
+        }
+        return 0;
+    }
+    }
+    return fail(err, err_len, "%s: internal error", p);
+}
+
+static int parse_table(const json_t *obj, const struct table *t, char *base, const char *path,
+                       char *err, size_t err_len)
+{
+    const char *key;
+    json_t *v;
+    char p[256];
+
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t i;
+        for (i = 0; i < t->n && strcmp(t->fields[i].key, key) != 0; i++)
+            ;
+        if (i == t->n) {
+            join_path(p, sizeof p, path, key);
+            return fail(err, err_len, "%s: unknown key", p);
+        }
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const struct field *f = &t->fields[i];
+        join_path(p, sizeof p, path, f->key);
+        v = json_object_get(obj, f->key);
+        if (!v) {
+            if (f->required)
+                return fail(err, err_len, "%s: required key is missing", p);
+            if (set_default(f, base))
+                return fail(err, err_len, "%s: out of memory", p);
+            continue;
+        }
+        if (parse_field(v, f, base, p, err, err_len))
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads a whole small file; strips one trailing newline (secret files). */
+static char *read_secret_file(const char *path, char *err, size_t err_len, const char *var)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        fail(err, err_len, "%s: cannot open %s: %s", var, path, strerror(errno));
+        return NULL;
+    }
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = 0;
+    char *s = strdup(buf);
+    if (!s)
+        fail(err, err_len, "%s: out of memory", var);
+    return s;
+}
+
+/* SIDECAR_X overrides the file; SIDECAR_X_FILE names a file that holds it. */
+static int apply_env_url(char **dst, const char *var, char *err, size_t err_len)
+{
+    char filevar[64];
+    snprintf(filevar, sizeof filevar, "%s_FILE", var);
+    const char *direct = getenv(var), *file = getenv(filevar);
+    char *val = NULL;
+    if (direct && direct[0]) {
+        val = strdup(direct);
+    } else if (file && file[0]) {
+        if (!(val = read_secret_file(file, err, err_len, filevar)))
+            return -1;
+    } else {
+        return 0;
+    }
+    if (!val)
+        return fail(err, err_len, "%s: out of memory", var);
+    free(*dst);
+    *dst = val;
+    return 0;
+}
+
+static int validate(struct sc_config *c, char *err, size_t err_len)
+{
+    if (!c->amqp_url)
+        return fail(err, err_len, "amqp.url: required key is missing (or set SIDECAR_AMQP_URL)");
+    if (!c->mysql_url)
+        return fail(err, err_len, "mysql.url: required key is missing (or set SIDECAR_MYSQL_URL)");
+    if (strncmp(c->amqp_url, "amqp://", 7) != 0 && strncmp(c->amqp_url, "amqps://", 8) != 0)
+        return fail(err, err_len, "amqp.url: expected an amqp:// or amqps:// URL");
+    if (strncmp(c->mysql_url, "mysql://", 8) != 0)
+        return fail(err, err_len, "mysql.url: expected a mysql:// URL");
+    for (size_t i = 0; i < c->n_consumers; i++) {
+        struct sc_consumer_config *k = &c->consumers[i];
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->consumers[j].name, k->name) == 0)
+                return fail(err, err_len, "consumers[%zu].name: \"%s\" is used twice", i, k->name);
+        if (strlen(k->name) > 128)
+            return fail(err, err_len, "consumers[%zu].name: longer than 128 characters", i);
+        if (!k->queue && !(k->queue = strdup(k->name)))
+            return fail(err, err_len, "out of memory");
+        if (!k->dead_letter_queue) {
+            size_t n = strlen(k->queue) + 5;
+            if (!(k->dead_letter_queue = malloc(n)))
+                return fail(err, err_len, "out of memory");
+            snprintf(k->dead_letter_queue, n, "%s.dlq", k->queue);
+        }
+        if (strcmp(k->dead_letter_queue, k->queue) == 0)
+            return fail(err, err_len, "consumers[%zu].dead_letter_queue: must differ from the queue", i);
+        if (!k->retry_delays_ms) {
+            k->n_retry_delays = N(default_retry_delays);
+            if (!(k->retry_delays_ms = malloc(sizeof default_retry_delays)))
+                return fail(err, err_len, "out of memory");
+            memcpy(k->retry_delays_ms, default_retry_delays, sizeof default_retry_delays);
+        }
+    }
+    return 0;
+}
+
+int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config *out, char *err,
+                    size_t err_len)
+{
+    json_error_t je;
+    memset(out, 0, sizeof *out);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fail(err, err_len, "config is not valid JSON: %s (line %d, column %d)", je.text,
+                    je.line, je.column);
+    int rc = -1;
+    if (!json_is_object(root)) {
+        fail(err, err_len, "config: expected a JSON object, got %s", json_type_name(root));
+        goto out;
+    }
+    if (parse_table(root, &top_table, (char *)out, "", err, err_len))
+        goto out;
+    if (use_env) {
+        if (apply_env_url(&out->amqp_url, "SIDECAR_AMQP_URL", err, err_len) ||
+            apply_env_url(&out->mysql_url, "SIDECAR_MYSQL_URL", err, err_len))
+            goto out;
+        const char *lvl = getenv("SIDECAR_LOG_LEVEL");
+        if (lvl && lvl[0]) {
+            int ok = 0;
+            for (const char *const *c = log_levels; *c; c++)
+                ok |= strcmp(*c, lvl) == 0;
+            if (!ok) {
+                fail(err, err_len, "SIDECAR_LOG_LEVEL: unsupported value \"%s\"", lvl);
+                goto out;
+            }
+            free(out->log_level);
+            out->log_level = strdup(lvl);
+        }
+    }
+    if (!out->http_listen && !(out->http_listen = strdup("127.0.0.1:9464")))
+        goto out;
+    if (!out->log_level && !(out->log_level = strdup("info")))
+        goto out;
+    rc = validate(out, err, err_len);
+out:
+    json_decref(root);
+    if (rc)
+        sc_config_free(out);
+    return rc;
+}
+
+int sc_config_load(const char *path, struct sc_config *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return fail(err, err_len, "config %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return fail(err, err_len, "config %s: out of memory", path);
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, cap - len, fp);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int ioerr = ferror(fp);
+    fclose(fp);
+    if (ioerr) {
+        free(buf);
+        return fail(err, err_len, "config %s: read error", path);
+    }
+    int rc = sc_config_parse(buf, len, 1, out, err, err_len);
+    free(buf);
+    return rc;
+}
+
+void sc_config_free(struct sc_config *c)
+{
+    if (!c)
+        return;
+    free(c->amqp_url);
+    free(c->mysql_url);
+    free(c->http_listen);
+    free(c->log_level);
+    for (size_t i = 0; c->consumers && i < c->n_consumers; i++) {
+        struct sc_consumer_config *k = &c->consumers[i];
+        free(k->name);
+        free(k->queue);
+        for (size_t j = 0; k->bindings && j < k->n_bindings; j++) {
+            free(k->bindings[j].exchange);
+            free(k->bindings[j].routing_key);
+        }
+        free(k->bindings);
+        free(k->handler);
+        free(k->handler_config);
+        free(k->retry_delays_ms);
+        free(k->dead_letter_queue);
+        free(k->queue_type);
+    }
+    free(c->consumers);
+    free(c->relay.worker_id);
+    free(c->relay.exchange);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,66 @@
+/* Configuration: one JSON file, validated against a table of known keys,
+ * with the URLs overridable from the environment. */
+#ifndef SC_CONFIG_H
+#define SC_CONFIG_H
+
+#include <stddef.h>
+
+struct sc_binding {
+    char *exchange;
+    char *routing_key;
+};
+
+struct sc_consumer_config {
+    char *name;
+    char *queue;
+    struct sc_binding *bindings;
+    size_t n_bindings;
+    char *handler;             /* path of the .so */
+    char *handler_config;      /* handler_config as compact JSON text */
+    int prefetch;
+    int batch_max;
+    int workers;
+    int max_attempts;
+    int *retry_delays_ms;
+    size_t n_retry_delays;
+    char *dead_letter_queue;
+    char *queue_type;          /* "classic" or "quorum" */
+};
+
+struct sc_relay_config {
+    int present;
+    char *worker_id;
+    char *exchange;
+    int batch;
+    int lease_ms;
+    int poll_ms;
+    int confirm_timeout_ms;
+};
+
+struct sc_config {
+    char *amqp_url;
+    int amqp_heartbeat_s;
+    int amqp_connect_timeout_ms;
+    char *mysql_url;
+    int mysql_lock_wait_timeout_s;
+    int mysql_connect_timeout_s;
+    char *http_listen;
+    char *log_level;
+    struct sc_consumer_config *consumers;
+    size_t n_consumers;
+    struct sc_relay_config relay;
+};
+
+/* Loads and validates FILE, then applies SIDECAR_AMQP_URL(_FILE),
+ * SIDECAR_MYSQL_URL(_FILE) and SIDECAR_LOG_LEVEL. Returns 0, or -1 with a
+ * message naming the offending key (e.g. "consumers[0].prefetchh: unknown
+ * key") in err. */
+int sc_config_load(const char *path, struct sc_config *out, char *err, size_t err_len);
+
+/* The same from JSON text; env overrides are applied only when use_env. */
+int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config *out,
+                    char *err, size_t err_len);
+
+void sc_config_free(struct sc_config *cfg);
+
+#endif

@@ -1,0 +1,170 @@
+#include "db.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "url.h"
+
+static void fill_err(struct sc_db_err *e, unsigned code, const char *state, const char *msg)
+{
+    e->code = code;
+    snprintf(e->sqlstate, sizeof e->sqlstate, "%s", state ? state : "HY000");
+    snprintf(e->msg, sizeof e->msg, "%s", msg ? msg : "");
+    e->cls = sc_db_classify(code, msg);
+}
+
+void sc_db_last_error(const struct sc_db *db, struct sc_db_err *e)
+{
+    if (!db->conn) {
+        fill_err(e, 2006, "HY000", "not connected");
+        return;
+    }
+    fill_err(e, mysql_errno(db->conn), mysql_sqlstate(db->conn), mysql_error(db->conn));
+}
+
+static void stmt_err(MYSQL_STMT *st, struct sc_db_err *e)
+{
+    fill_err(e, mysql_stmt_errno(st), mysql_stmt_sqlstate(st), mysql_stmt_error(st));
+}
+
+int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e)
+{
+    struct sc_mysql_url u;
+    char err[256];
+    memset(db, 0, sizeof *db);
+    memset(e, 0, sizeof *e);
+    if (sc_mysql_url_parse(cfg->mysql_url, &u, err, sizeof err)) {
+        fill_err(e, 0, "HY000", err);
+        e->cls = SC_DBERR_FAILURE;
+        return -1;
+    }
+    if (!(db->conn = mysql_init(NULL))) {
+        fill_err(e, 2008, "HY000", "mysql_init: out of memory");
+        sc_mysql_url_free(&u);
+        return -1;
+    }
+    /* A silent reconnect would drop the open transaction and turn autocommit
+     * back on: later statements would commit on their own. */
+    my_bool off = 0;
+    unsigned connect_timeout = (unsigned)cfg->mysql_connect_timeout_s;
+    /* Reads may wait for a lock up to lock_wait_timeout; beyond that plus a
+     * margin the server is considered gone (outcome unknown, never acked). */
+    unsigned rw_timeout = (unsigned)cfg->mysql_lock_wait_timeout_s + 30;
+    mysql_options(db->conn, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(db->conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_timeout);
+    mysql_options(db->conn, MYSQL_OPT_READ_TIMEOUT, &rw_timeout);
+    mysql_options(db->conn, MYSQL_OPT_WRITE_TIMEOUT, &rw_timeout);
+    mysql_options(db->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(db->conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+
+    if (!mysql_real_connect(db->conn, u.socket ? NULL : u.host, u.user, u.password, u.database,
+                            u.port, u.socket, 0)) {
+        sc_db_last_error(db, e);
+        if (e->cls != SC_DBERR_CONNECTION)
+            e->cls = SC_DBERR_CONNECTION; /* any failure to connect is retried */
+        sc_mysql_url_free(&u);
+        sc_db_close(db);
+        return -1;
+    }
+    sc_mysql_url_free(&u);
+    db->thread_id = mysql_thread_id(db->conn);
+
+    char sql[160];
+    snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d, time_zone = '+00:00'",
+             cfg->mysql_lock_wait_timeout_s);
+    if (sc_db_query(db, sql, e) || mysql_autocommit(db->conn, 0)) {
+        if (!e->code)
+            sc_db_last_error(db, e);
+        sc_db_close(db);
+        return -1;
+    }
+
+    static const char insert_sql[] =
+        "INSERT INTO consumed_event (consumer_name, event_id, consumed_at) "
+        "VALUES (?, ?, UTC_TIMESTAMP(6))";
+    if (!(db->insert_consumed = mysql_stmt_init(db->conn)) ||
+        mysql_stmt_prepare(db->insert_consumed, insert_sql, sizeof insert_sql - 1)) {
+        if (db->insert_consumed)
+            stmt_err(db->insert_consumed, e);
+        else
+            sc_db_last_error(db, e);
+        sc_db_close(db);
+        return -1;
+    }
+    return 0;
+}
+
+void sc_db_close(struct sc_db *db)
+{
+    if (db->insert_consumed)
+        mysql_stmt_close(db->insert_consumed);
+    if (db->conn)
+        mysql_close(db->conn);
+    memset(db, 0, sizeof *db);
+}
+
+int sc_db_connected(const struct sc_db *db)
+{
+    return db->conn != NULL;
+}
+
+int sc_db_query(struct sc_db *db, const char *sql, struct sc_db_err *e)
+{
+    if (mysql_real_query(db->conn, sql, strlen(sql))) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    MYSQL_RES *r = mysql_store_result(db->conn);
+    if (r)
+        mysql_free_result(r);
+    else if (mysql_field_count(db->conn) != 0) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    return 0;
+}
+
+int sc_db_commit(struct sc_db *db, struct sc_db_err *e)
+{
+    if (mysql_commit(db->conn)) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    return 0;
+}
+
+int sc_db_rollback(struct sc_db *db, struct sc_db_err *e)
+{
+    if (mysql_rollback(db->conn)) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    return 0;
+}
+
+int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *event_id,
+                          struct sc_db_err *e)
+{
+    MYSQL_BIND b[2];
+    unsigned long lens[2] = {strlen(consumer), strlen(event_id)};
+    memset(b, 0, sizeof b);
+    b[0].buffer_type = MYSQL_TYPE_STRING;
+    b[0].buffer = (void *)consumer;
+    b[0].buffer_length = lens[0];
+    b[0].length = &lens[0];
+    b[1].buffer_type = MYSQL_TYPE_STRING;
+    b[1].buffer = (void *)event_id;
+    b[1].buffer_length = lens[1];
+    b[1].length = &lens[1];
+    if (mysql_stmt_bind_param(db->insert_consumed, b) || mysql_stmt_execute(db->insert_consumed)) {
+        stmt_err(db->insert_consumed, e);
+        return -1;
+    }
+    return 0;
+}
+
+int sc_db_in_transaction(const struct sc_db *db)
+{
+    unsigned status = db->conn->server_status;
+    return (status & SERVER_STATUS_IN_TRANS) && !(status & SERVER_STATUS_AUTOCOMMIT);
+}

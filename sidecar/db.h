@@ -1,0 +1,48 @@
+/* MySQL/MariaDB connection wrapper: connect with safe session settings,
+ * prepared statements, and error capture with classification. */
+#ifndef SC_DB_H
+#define SC_DB_H
+
+#include <mysql.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "db_error.h"
+
+struct sc_db_err {
+    unsigned code;
+    char sqlstate[6];
+    char msg[512];
+    enum sc_db_error_class cls;
+};
+
+struct sc_db {
+    MYSQL *conn;
+    MYSQL_STMT *insert_consumed;
+    unsigned long thread_id;
+};
+
+/* Connects (autocommit off, session time zone UTC, bounded lock waits, no
+ * silent reconnect) and prepares the consumer's statements. Returns 0, or -1
+ * with e filled. */
+int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e);
+void sc_db_close(struct sc_db *db);
+int sc_db_connected(const struct sc_db *db);
+
+/* Each returns 0, or -1 with e filled and classified. */
+int sc_db_query(struct sc_db *db, const char *sql, struct sc_db_err *e);
+int sc_db_commit(struct sc_db *db, struct sc_db_err *e);
+int sc_db_rollback(struct sc_db *db, struct sc_db_err *e);
+
+/* INSERT consumed_event(consumer_name, event_id, consumed_at = now, UTC). A
+ * duplicate shows as e->cls == SC_DBERR_DUPLICATE. */
+int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *event_id,
+                          struct sc_db_err *e);
+
+/* 1 while the server reports an open transaction and autocommit off. */
+int sc_db_in_transaction(const struct sc_db *db);
+
+/* Fills e from the connection's last error (for the handler's statements). */
+void sc_db_last_error(const struct sc_db *db, struct sc_db_err *e);
+
+#endif

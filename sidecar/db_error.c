@@ -1,0 +1,71 @@
+#include "db_error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int sc_db_dup_key_name(const char *msg, char *out, size_t out_len)
+{
+    static const char marker[] = "for key '";
+    if (!msg)
+        return -1;
+    /* The key follows the entry value, which may itself contain the marker
+     * and quotes: only the last marker can start the key name. */
+    const char *last = NULL;
+    for (const char *p = msg; (p = strstr(p, marker)) != NULL; p++)
+        last = p;
+    if (!last)
+        return -1;
+    const char *name = last + sizeof marker - 1;
+    size_t n = strlen(name);
+    /* A complete message ends with the key's closing quote; a truncated one
+     * does not, and then the name cannot be trusted. */
+    if (n < 2 || name[n - 1] != '\'')
+        return -1;
+    n--;
+    if (memchr(name, '\'', n) || n + 1 > out_len)
+        return -1;
+    memcpy(out, name, n);
+    out[n] = 0;
+    return 0;
+}
+
+int sc_db_is_consumed_duplicate(unsigned err, const char *msg)
+{
+    char key[256];
+    if (err != 1062 || !msg || strncmp(msg, "Duplicate entry '", 17) != 0)
+        return 0;
+    if (sc_db_dup_key_name(msg, key, sizeof key))
+        return 0;
+    return strcmp(key, SC_CONSUMED_EVENT_CONSTRAINT) == 0 ||
+           strcmp(key, "consumed_event." SC_CONSUMED_EVENT_CONSTRAINT) == 0;
+}
+
+enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
+{
+    switch (err) {
+    case 0:
+        return SC_DBERR_NONE;
+    case 1062:
+        return sc_db_is_consumed_duplicate(err, msg) ? SC_DBERR_DUPLICATE : SC_DBERR_FAILURE;
+    case 1205: /* ER_LOCK_WAIT_TIMEOUT */
+    case 1213: /* ER_LOCK_DEADLOCK */
+        return SC_DBERR_TRANSIENT;
+    case 1927: /* ER_CONNECTION_KILLED (MariaDB) */
+    case 2002: /* CR_CONNECTION_ERROR */
+    case 2003: /* CR_CONN_HOST_ERROR */
+    case 2006: /* CR_SERVER_GONE_ERROR */
+    case 2013: /* CR_SERVER_LOST */
+    case 2055: /* CR_SERVER_LOST_EXTENDED */
+    case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8) */
+    case 1053: /* ER_SERVER_SHUTDOWN */
+        return SC_DBERR_CONNECTION;
+    default:
+        return SC_DBERR_FAILURE;
+    }
+}
+
+const char *sc_db_error_class_name(enum sc_db_error_class c)
+{
+    static const char *const names[] = {"none", "duplicate", "transient", "connection", "failure"};
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
+}

@@ -1,0 +1,32 @@
+/* Classifying MySQL/MariaDB errors: the duplicate test that decides
+ * "already consumed", and transient vs. connection vs. permanent failures.
+ * Pure functions: no connection needed, unit tested. */
+#ifndef SC_DB_ERROR_H
+#define SC_DB_ERROR_H
+
+#include <stddef.h>
+
+#define SC_CONSUMED_EVENT_CONSTRAINT "uq_consumed_event_identity"
+
+enum sc_db_error_class {
+    SC_DBERR_NONE = 0,
+    SC_DBERR_DUPLICATE,   /* 1062 on uq_consumed_event_identity: already consumed */
+    SC_DBERR_TRANSIENT,   /* deadlock, lock wait timeout: retry later */
+    SC_DBERR_CONNECTION,  /* the connection is gone: outcome of an open commit unknown */
+    SC_DBERR_FAILURE,     /* anything else, 1062 on any other key included */
+};
+
+/* Copies the key name of a 1062 message (after the last "for key '", up to
+ * the closing quote that ends the message) into out. Returns 0, or -1 when
+ * the message does not end in a complete key name (e.g. truncated). */
+int sc_db_dup_key_name(const char *msg, char *out, size_t out_len);
+
+/* 1 only when errno is 1062 and the key is uq_consumed_event_identity, in
+ * MariaDB's form or MySQL 8's "consumed_event.uq_consumed_event_identity". */
+int sc_db_is_consumed_duplicate(unsigned err, const char *msg);
+
+enum sc_db_error_class sc_db_classify(unsigned err, const char *msg);
+
+const char *sc_db_error_class_name(enum sc_db_error_class c);
+
+#endif

@@ -1,0 +1,132 @@
+#include "event.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sc_is_canonical_uuid(const char *s, size_t len)
+{
+    if (len != 36)
+        return 0;
+    for (size_t i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A required attribute: a non-empty string. Returns it, or NULL with reason. */
+static const char *required_string(json_t *root, const char *key, char *reason, size_t len)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        snprintf(reason, len, "missing required attribute '%s'", key);
+        return NULL;
+    }
+    if (!json_is_string(v) || json_string_length(v) == 0) {
+        snprintf(reason, len, "attribute '%s' must be a non-empty string", key);
+        return NULL;
+    }
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        snprintf(reason, len, "attribute '%s' contains a NUL character", key);
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+/* An optional string attribute; *ok = 0 when present with the wrong type. */
+static const char *optional_string(json_t *root, const char *key, int *ok, char *reason, size_t len)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return NULL;
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        snprintf(reason, len, "attribute '%s' must be a string", key);
+        *ok = 0;
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+int sc_event_parse(const char *body, size_t len, const char *message_id, size_t message_id_len,
+                   struct sc_parsed_event *out, char *reason, size_t reason_len)
+{
+    json_error_t je;
+    memset(out, 0, sizeof *out);
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        snprintf(reason, reason_len, "body is not a JSON object");
+        goto bad;
+    }
+    const char *spec = required_string(root, "specversion", reason, reason_len);
+    if (!spec)
+        goto bad;
+    if (strcmp(spec, "1.0") != 0) {
+        snprintf(reason, reason_len, "unsupported specversion '%.16s' (expected '1.0')", spec);
+        goto bad;
+    }
+    const char *id = required_string(root, "id", reason, reason_len);
+    if (!id)
+        goto bad;
+    if (!sc_is_canonical_uuid(id, strlen(id))) {
+        snprintf(reason, reason_len, "attribute 'id' is not a canonical lowercase UUID");
+        goto bad;
+    }
+    if (!(out->ev.type = required_string(root, "type", reason, reason_len)) ||
+        !(out->ev.source = required_string(root, "source", reason, reason_len)))
+        goto bad;
+    if (message_id && (message_id_len != 36 || memcmp(message_id, id, 36) != 0)) {
+        snprintf(reason, reason_len, "message_id property '%.*s' differs from id '%s'",
+                 (int)(message_id_len > 64 ? 64 : message_id_len), message_id, id);
+        goto bad;
+    }
+    int ok = 1;
+    out->ev.subject = optional_string(root, "subject", &ok, reason, reason_len);
+    if (ok)
+        out->ev.time = optional_string(root, "time", &ok, reason, reason_len);
+    if (!ok)
+        goto bad;
+    json_t *ver = json_object_get(root, "eventversion");
+    if (ver && !json_is_null(ver)) {
+        if (!json_is_integer(ver)) {
+            snprintf(reason, reason_len, "attribute 'eventversion' must be an integer");
+            goto bad;
+        }
+        out->ev.eventversion = json_integer_value(ver);
+        out->ev.has_eventversion = 1;
+    }
+    json_t *data = json_object_get(root, "data");
+    if (data) {
+        if (!(out->data_json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY))) {
+            snprintf(reason, reason_len, "attribute 'data' cannot be encoded");
+            goto bad;
+        }
+        out->ev.data_json = out->data_json;
+        out->ev.data_json_len = strlen(out->data_json);
+    }
+    out->ev.id = id;
+    out->json = root;
+    return 0;
+bad:
+    json_decref(root);
+    memset(out, 0, sizeof *out);
+    return -1;
+}
+
+void sc_event_free(struct sc_parsed_event *e)
+{
+    if (e->json)
+        json_decref((json_t *)e->json);
+    free(e->data_json);
+    memset(e, 0, sizeof *e);
+}

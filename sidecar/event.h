@@ -1,0 +1,26 @@
+/* CloudEvents 1.0 structured-mode envelope: parse and validate. */
+#ifndef SC_EVENT_H
+#define SC_EVENT_H
+
+#include <stddef.h>
+
+#include "sidecar/handler.h"
+
+struct sc_parsed_event {
+    struct sc_event ev;  /* what the handler sees; points into the members below */
+    void *json;          /* the parsed body (json_t *) */
+    char *data_json;     /* owned */
+};
+
+/* Returns 1 when s is a canonical lowercase UUID (8-4-4-4-12 hex). */
+int sc_is_canonical_uuid(const char *s, size_t len);
+
+/* Parses body[0..len). message_id is the AMQP property or NULL when absent.
+ * Returns 0, or -1 with the reason the message is malformed in reason
+ * (and nothing to free). */
+int sc_event_parse(const char *body, size_t len, const char *message_id, size_t message_id_len,
+                   struct sc_parsed_event *out, char *reason, size_t reason_len);
+
+void sc_event_free(struct sc_parsed_event *e);
+
+#endif

@@ -1,0 +1,44 @@
+#include "lifecycle.h"
+
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1; /* only a flag: the loops notice it within one poll */
+}
+
+void sc_lifecycle_init(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int sc_stop_requested(void)
+{
+    return stop_flag != 0;
+}
+
+void sc_request_stop(void)
+{
+    stop_flag = 1;
+}
+
+void sc_sleep_ms(int ms)
+{
+    while (ms > 0 && !stop_flag) {
+        int step = ms < 100 ? ms : 100;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+        ms -= step;
+    }
+}

@@ -1,0 +1,35 @@
+/* Structured logging: one JSON object per line on stderr. */
+#ifndef SC_LOG_H
+#define SC_LOG_H
+
+#include <stdint.h>
+
+enum sc_log_level { SC_LOG_DEBUG = 0, SC_LOG_INFO, SC_LOG_WARN, SC_LOG_ERROR };
+
+/* Optional fields of a line; zero/NULL members are left out. */
+struct sc_log_fields {
+    const char *consumer;
+    const char *event_id;
+    uint64_t delivery_tag;
+    int attempt;
+    const char *outcome;
+    unsigned error_code;
+    const char *sqlstate;
+};
+
+extern int sc_log_min_level;
+
+/* Returns 0, or -1 when name is not one of debug|info|warn|error. */
+int sc_log_set_level(const char *name);
+
+void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define sc_log_enabled(level) ((int)(level) >= sc_log_min_level)
+#define SC_LOG(level, ...) do { if (sc_log_enabled(level)) sc_log((level), NULL, __VA_ARGS__); } while (0)
+#define sc_debug(...) SC_LOG(SC_LOG_DEBUG, __VA_ARGS__)
+#define sc_info(...) SC_LOG(SC_LOG_INFO, __VA_ARGS__)
+#define sc_warn(...) SC_LOG(SC_LOG_WARN, __VA_ARGS__)
+#define sc_error(...) SC_LOG(SC_LOG_ERROR, __VA_ARGS__)
+
+#endif

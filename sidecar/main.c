@@ -1,0 +1,93 @@
+/* sidecar: command line parsing and dispatch only. */
+#include <amqp.h>
+#include <mysql.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "consumer.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "sc_build_config.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: sidecar COMMAND [-c FILE]\n"
+          "\n"
+          "  consume -c FILE   run every consumer in the config until SIGTERM/SIGINT\n"
+          "  check   -c FILE   validate the config, load handlers, connect to both servers\n"
+          "  version           print the version\n"
+          "\n"
+          "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
+          "Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or bad config.\n",
+          out);
+}
+
+static int load_config(int argc, char **argv, struct sc_config *cfg)
+{
+    const char *path = NULL;
+    for (int i = 2; i < argc; i++) {
+        if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
+            path = argv[++i];
+        } else {
+            fprintf(stderr, "sidecar %s: unexpected argument '%s'\n", argv[1], argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "sidecar %s: -c FILE is required\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    char err[512];
+    if (sc_config_load(path, cfg, err, sizeof err)) {
+        fprintf(stderr, "sidecar: bad config: %s\n", err);
+        return 2;
+    }
+    sc_log_set_level(cfg->log_level);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("sidecar %s (rabbitmq-c %s, mysql client %s%s)\n", SC_VERSION, amqp_version(),
+               mysql_get_client_info(), SC_FAULT_POINTS ? ", FAULT POINTS COMPILED IN" : "");
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "consume") != 0 && strcmp(cmd, "check") != 0) {
+        fprintf(stderr, "sidecar: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return 2;
+    }
+    struct sc_config cfg;
+    int rc = load_config(argc, argv, &cfg);
+    if (rc)
+        return rc;
+    if (mysql_library_init(0, NULL, NULL)) {
+        fprintf(stderr, "sidecar: cannot initialise the MySQL client library\n");
+        sc_config_free(&cfg);
+        return 1;
+    }
+    sc_lifecycle_init();
+    if (strcmp(cmd, "consume") == 0) {
+        sc_info("sidecar %s starting", SC_VERSION);
+        rc = sc_consume_run(&cfg);
+    } else {
+        rc = sc_consume_check(&cfg);
+    }
+    sc_config_free(&cfg);
+    mysql_library_end();
+    return rc;
+}

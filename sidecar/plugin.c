@@ -1,0 +1,81 @@
+#include "plugin.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_json, char *err,
+                   size_t err_len)
+{
+    char local[4096];
+    memset(p, 0, sizeof *p);
+    /* Without a slash dlopen searches the library path; a handler is always
+     * a file named by the config. */
+    if (!strchr(path, '/')) {
+        snprintf(local, sizeof local, "./%s", path);
+        path = local;
+    }
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(err, err_len, "handler %s: cannot load: %s", path, dlerror());
+        return -1;
+    }
+    /* Copy what the error needs before dlclose: the strings live in the .so. */
+    dlerror();
+    sc_handler_v1_fn fn;
+    *(void **)&fn = dlsym(dl, SC_HANDLER_SYMBOL);
+    if (!fn) {
+        snprintf(err, err_len,
+                 "handler %s: missing symbol: expected an exported function %s, got none",
+                 path, SC_HANDLER_SYMBOL);
+        goto error_dlclose;
+    }
+    const struct sc_handler_v1 *h = fn();
+    if (!h) {
+        snprintf(err, err_len, "handler %s: %s(): expected a struct pointer, got NULL", path,
+                 SC_HANDLER_SYMBOL);
+        goto error_dlclose;
+    }
+    if (h->abi_version != SC_HANDLER_ABI_VERSION) {
+        snprintf(err, err_len, "handler %s: abi_version: expected %u, got %u", path,
+                 SC_HANDLER_ABI_VERSION, h->abi_version);
+        goto error_dlclose;
+    }
+    if (h->struct_size < sizeof(struct sc_handler_v1)) {
+        snprintf(err, err_len, "handler %s: struct_size: expected at least %zu, got %u", path,
+                 sizeof(struct sc_handler_v1), h->struct_size);
+        goto error_dlclose;
+    }
+    if (!h->name || !h->name[0]) {
+        snprintf(err, err_len, "handler %s: name: expected a non-empty string, got %s", path,
+                 h->name ? "\"\"" : "NULL");
+        goto error_dlclose;
+    }
+    if (!h->handle) {
+        snprintf(err, err_len, "handler %s: handle: expected a function, got NULL", path);
+        goto error_dlclose;
+    }
+    if (h->init) {
+        char ierr[512] = "";
+        if (h->init(config_json ? config_json : "{}", &p->state, ierr, sizeof ierr) != 0) {
+            snprintf(err, err_len, "handler %s (%s): init failed: %s", path, h->name,
+                     ierr[0] ? ierr : "no reason given");
+            goto error_dlclose;
+        }
+    }
+    p->dl = dl;
+    p->h = h;
+    return 0;
+error_dlclose:
+    dlclose(dl);
+    return -1;
+}
+
+void sc_plugin_unload(struct sc_plugin *p)
+{
+    if (p->h && p->h->shutdown)
+        p->h->shutdown(p->state);
+    if (p->dl)
+        dlclose(p->dl);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,22 @@
+/* Handler plugins: dlopen, ABI check, init and shutdown. */
+#ifndef SC_PLUGIN_H
+#define SC_PLUGIN_H
+
+#include <stddef.h>
+
+#include "sidecar/handler.h"
+
+struct sc_plugin {
+    void *dl;
+    const struct sc_handler_v1 *h;
+    void *state;
+};
+
+/* Opens path (RTLD_NOW|RTLD_LOCAL), checks the ABI block, then calls init
+ * with config_json. Returns 0, or -1 with a message that names the file and
+ * says expected X, got Y in err; the library is closed again by then. */
+int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_json, char *err,
+                   size_t err_len);
+void sc_plugin_unload(struct sc_plugin *p);
+
+#endif
