@@ -34,6 +34,10 @@ int sc_db_is_consumed_duplicate(unsigned err, const char *msg)
     char key[256];
     if (err != 1062 || !msg || strncmp(msg, "Duplicate entry '", 17) != 0)
         return 0;
+    /* The client keeps at most SC_DB_ERRMSG_MAX bytes of a message: one that
+     * long may be cut anywhere, so its key name cannot be trusted. */
+    if (strlen(msg) >= SC_DB_ERRMSG_MAX - 1)
+        return 0;
     if (sc_db_dup_key_name(msg, key, sizeof key))
         return 0;
     return strcmp(key, SC_CONSUMED_EVENT_CONSTRAINT) == 0 ||

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #define SC_CONSUMED_EVENT_CONSTRAINT "uq_consumed_event_identity"
+#define SC_DB_ERRMSG_MAX 512 /* MYSQL_ERRMSG_SIZE in both client libraries */
 
 enum sc_db_error_class {
     SC_DBERR_NONE = 0,

@@ -1,0 +1,30 @@
+/* The handler ABI is pinned: an accidental change of size, offsets or
+ * version fails here. The public header must compile on its own, so it is
+ * included first. */
+#include "sidecar/handler.h"
+
+#include <stddef.h>
+
+#include "tap.h"
+
+int main(void)
+{
+    is_int(SC_HANDLER_ABI_VERSION, 1, "ABI version is 1");
+    is_str(SC_HANDLER_SYMBOL, "sc_handler_v1", "exported symbol name");
+    is_int(offsetof(struct sc_handler_v1, abi_version), 0, "abi_version first");
+    is_int(offsetof(struct sc_handler_v1, struct_size), 4, "struct_size second");
+    is_int(offsetof(struct sc_handler_v1, name), 8, "name at 8");
+    is_int(offsetof(struct sc_handler_v1, init), 16, "init at 16");
+    is_int(offsetof(struct sc_handler_v1, handle), 24, "handle at 24");
+    is_int(offsetof(struct sc_handler_v1, shutdown), 32, "shutdown at 32");
+    is_int(sizeof(struct sc_handler_v1), 40, "v1 struct is 40 bytes (LP64)");
+    is_int(offsetof(struct sc_event, id), 0, "event.id");
+    is_int(offsetof(struct sc_event, subject), 24, "event.subject");
+    is_int(offsetof(struct sc_event, eventversion), 40, "event.eventversion");
+    is_int(offsetof(struct sc_event, data_json), 56, "event.data_json");
+    is_int(sizeof(struct sc_event), 72, "event struct is 72 bytes (LP64)");
+    is_int(SC_HANDLER_OK, 0, "OK = 0");
+    is_int(SC_HANDLER_RETRY, 1, "RETRY = 1");
+    is_int(SC_HANDLER_REJECT, 2, "REJECT = 2");
+    return done();
+}

@@ -1,0 +1,68 @@
+/* The duplicate classifier: only 1062 on uq_consumed_event_identity is
+ * "already consumed". */
+#include "sidecar/db_error.h"
+#include "tap.h"
+
+int main(void)
+{
+    char key[128];
+
+    ok(sc_db_is_consumed_duplicate(1062, "Duplicate entry 'np-4dc2061a-8b9e-44fe-b436-3ed01fc9eb6e' for key 'uq_consumed_event_identity'"),
+       "MariaDB / MySQL 5.7 form is a duplicate");
+    ok(sc_db_is_consumed_duplicate(1062, "Duplicate entry 'np-4dc2061a-8b9e-44fe-b436-3ed01fc9eb6e' for key 'consumed_event.uq_consumed_event_identity'"),
+       "MySQL 8.0.19+ form (table prefix) is a duplicate");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry '17' for key 'PRIMARY'"), "PRIMARY is not");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry '17' for key 'consumed_event.PRIMARY'"),
+       "consumed_event.PRIMARY is not");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 't1-r1' for key 'uq_orders_tenant_request'"),
+       "another table's unique key is not");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x' for key 'x_uq_consumed_event_identity'"),
+       "a key that merely ends the same is not");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x' for key 'uq_consumed_event_identity_2'"),
+       "a key that merely starts the same is not");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x' for key 'other.uq_consumed_event_identity'"),
+       "the same name on another table is not");
+    ok(sc_db_is_consumed_duplicate(1062, "Duplicate entry 'it's a 'quoted' value' for key 'uq_consumed_event_identity'"),
+       "an entry value with quotes still finds the key");
+    ok(sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x for key 'PRIMARY' y' for key 'uq_consumed_event_identity'"),
+       "an entry value containing the marker: the last marker wins");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'a for key 'uq_consumed_event_identity' b' for key 'PRIMARY'"),
+       "the target name inside the entry value does not count");
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x' for key 'uq_consumed_event_ident"),
+       "a truncated message is not");
+    {
+        /* A message that filled the client's 512-byte buffer may have been
+         * cut anywhere, even right after a marker inside the value. */
+        char longmsg[600];
+        int n = snprintf(longmsg, sizeof longmsg, "Duplicate entry '");
+        while (n < 480)
+            longmsg[n++] = 'v';
+        snprintf(longmsg + n, sizeof longmsg - (size_t)n, " for key 'uq_consumed_event_identity'");
+        ok(strlen(longmsg) >= 511, "long message built (%zu chars)", strlen(longmsg));
+        ok(!sc_db_is_consumed_duplicate(1062, longmsg), "a message that may be truncated is not trusted");
+    }
+    ok(!sc_db_is_consumed_duplicate(1062, "Duplicate entry 'x' for key ''"), "an empty key name is not");
+    ok(!sc_db_is_consumed_duplicate(1062, ""), "an empty message is not");
+    ok(!sc_db_is_consumed_duplicate(1062, NULL), "no message is not");
+    ok(!sc_db_is_consumed_duplicate(1452, "Duplicate entry 'x' for key 'uq_consumed_event_identity'"),
+       "a non-1062 error with the same text is not");
+    ok(!sc_db_is_consumed_duplicate(1586, "Duplicate entry 'x' for key 'uq_consumed_event_identity'"),
+       "1586 (duplicate on another path) is not");
+
+    is_int(sc_db_classify(1062, "Duplicate entry 'x' for key 'uq_consumed_event_identity'"), SC_DBERR_DUPLICATE, "classify: target duplicate");
+    is_int(sc_db_classify(1062, "Duplicate entry 'x' for key 'PRIMARY'"), SC_DBERR_FAILURE, "classify: other 1062 is a failure");
+    is_int(sc_db_classify(1213, "Deadlock found"), SC_DBERR_TRANSIENT, "classify: deadlock is transient");
+    is_int(sc_db_classify(1205, "Lock wait timeout"), SC_DBERR_TRANSIENT, "classify: lock wait is transient");
+    is_int(sc_db_classify(2013, "Lost connection"), SC_DBERR_CONNECTION, "classify: 2013 is connection");
+    is_int(sc_db_classify(2006, "gone away"), SC_DBERR_CONNECTION, "classify: 2006 is connection");
+    is_int(sc_db_classify(1406, "Data too long"), SC_DBERR_FAILURE, "classify: data too long is a failure");
+    is_int(sc_db_classify(1452, "Cannot add or update a child row"), SC_DBERR_FAILURE, "classify: foreign key is a failure");
+    is_int(sc_db_classify(0, NULL), SC_DBERR_NONE, "classify: no error");
+
+    ok(sc_db_dup_key_name("Duplicate entry 'a' for key 'consumed_event.uq_consumed_event_identity'", key, sizeof key) == 0,
+       "key name extracted");
+    is_str(key, "consumed_event.uq_consumed_event_identity", "key name is the qualified name");
+    ok(sc_db_dup_key_name("Duplicate entry 'a' for key 'k", key, sizeof key) != 0, "truncated name refused");
+    ok(sc_db_dup_key_name("Duplicate entry 'a' for key 'abcdef'", key, 4) != 0, "too long for the buffer refused");
+    return done();
+}

@@ -1,0 +1,41 @@
+/* The loader refuses every broken handler with the file name and
+ * expected/got, and loads the sample handler. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sidecar/plugin.h"
+#include "tap.h"
+
+static void refused(const char *dir, const char *file, const char *want, const char *label)
+{
+    char path[1024], err[1024] = "";
+    struct sc_plugin p;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int rc = sc_plugin_load(&p, path, "{}", err, sizeof err);
+    ok(rc != 0 && strstr(err, want) && strstr(err, file), "%s (error: %s)", label, err);
+    if (rc == 0)
+        sc_plugin_unload(&p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        printf("Bail out! usage: test_plugin BAD_HANDLER_DIR SAMPLE_HANDLER\n");
+        return 1;
+    }
+    const char *dir = argv[1];
+    refused(dir, "bad_abi.so", "abi_version: expected 1, got 2", "wrong ABI version");
+    refused(dir, "bad_size.so", "struct_size: expected at least 40, got 16", "struct too small");
+    refused(dir, "bad_name.so", "name: expected a non-empty string, got NULL", "NULL name");
+    refused(dir, "bad_handle.so", "handle: expected a function, got NULL", "NULL handle");
+    refused(dir, "bad_symbol.so", "missing symbol: expected an exported function sc_handler_v1, got none", "missing symbol");
+    refused(dir, "bad_init.so", "init failed: config {} refused", "init failure reported");
+    refused(dir, "no_such_handler.so", "cannot load", "missing file");
+
+    struct sc_plugin p;
+    char err[1024] = "";
+    ok(sc_plugin_load(&p, argv[2], "{}", err, sizeof err) == 0, "sample handler loads (%s)", err);
+    is_str(p.h ? p.h->name : NULL, "notification_job", "sample handler name");
+    sc_plugin_unload(&p);
+    return done();
+}
