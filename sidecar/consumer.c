@@ -294,15 +294,20 @@ static enum next apply(struct worker *w, const amqp_envelope_t *env,
         n = dead_letter(w, env, lf, why, attempt);
         return db_broken ? NEXT_RESET : n;
     }
+    char dberr[160] = "";
+    if (st != SC_HANDLER_OK && e.code)
+        snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code, e.sqlstate);
     if (st == SC_HANDLER_RETRY) {
         rollback(w, &db_broken);
-        snprintf(why, sizeof why, "handler asked to retry: %s", reason[0] ? reason : "no reason");
+        snprintf(why, sizeof why, "handler asked to retry: %s%s", reason[0] ? reason : "no reason",
+                 dberr);
         n = retry_later(w, env, lf, attempt, why);
         return db_broken ? NEXT_RESET : n;
     }
     if (st != SC_HANDLER_OK) {
         rollback(w, &db_broken);
-        snprintf(why, sizeof why, "rejected by handler: %s", reason[0] ? reason : "no reason");
+        snprintf(why, sizeof why, "rejected by handler: %s%s", reason[0] ? reason : "no reason",
+                 dberr);
         n = dead_letter(w, env, lf, why, attempt);
         return db_broken ? NEXT_RESET : n;
     }

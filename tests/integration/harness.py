@@ -1,0 +1,362 @@
+"""Shared pieces of the integration tests: the real sidecar binary against
+the real MariaDB and RabbitMQ that tests/servers started (SC_TEST_* env).
+
+Output is TAP; a missing server is a failure ("Bail out!"), never a skip."""
+
+import json
+import os
+import random
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import pika
+import pymysql
+
+SIDECAR = os.environ.get("SIDECAR_BIN", "")
+HANDLER = os.environ.get("SC_HANDLER", "")
+TEST_HANDLER = os.environ.get("SC_TEST_HANDLER", "")
+
+_n = 0
+_failed = 0
+
+
+def bail(msg):
+    print("Bail out! " + msg, flush=True)
+    sys.exit(1)
+
+
+for var in ("SC_TEST_AMQP_URL", "SC_TEST_MYSQL_PORT", "SC_TEST_MYSQL_SOCKET"):
+    if not os.environ.get(var):
+        bail(f"{var} is not set: run the suite through tests/run (it starts the servers)")
+if not SIDECAR or not os.path.exists(SIDECAR):
+    bail("SIDECAR_BIN does not name the built sidecar")
+
+
+def ok(cond, label, detail=None):
+    global _n, _failed
+    _n += 1
+    print(("ok" if cond else "not ok") + f" {_n} - {label}", flush=True)
+    if not cond:
+        _failed += 1
+        if detail is not None:
+            for line in str(detail).splitlines()[:40]:
+                print("#   " + line, flush=True)
+    return cond
+
+
+def is_eq(got, want, label):
+    return ok(got == want, f"{label} (got {got!r}, expected {want!r})", detail=f"got {got!r}\nexpected {want!r}")
+
+
+def diag(msg):
+    print("# " + msg, flush=True)
+
+
+def done():
+    print(f"1..{_n}", flush=True)
+    sys.exit(1 if _failed else 0)
+
+
+def suffix():
+    return "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+
+
+# ---- servers --------------------------------------------------------------
+
+def admin_db():
+    """root over the unix socket, autocommit: for checks and KILL."""
+    return pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="root",
+                           database="app", autocommit=True)
+
+
+def query(sql, args=None):
+    with admin_db() as c, c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def count_in(table, column, ids, extra=""):
+    if not ids:
+        return 0
+    total = 0
+    ids = list(ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        marks = ",".join(["%s"] * len(chunk))
+        total += query(f"SELECT COUNT(*) FROM {table} WHERE {column} IN ({marks}) {extra}", chunk)[0][0]
+    return total
+
+
+def amqp():
+    return pika.BlockingConnection(pika.URLParameters(os.environ["SC_TEST_AMQP_URL"]))
+
+
+def rabbitmqctl(*args):
+    env = dict(os.environ, HOME=os.environ["SC_TEST_RABBIT_HOME"])
+    return subprocess.run(["/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", os.environ["SC_TEST_RABBIT_NODE"], "-q", *args],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def event_body(eid, etype="ORDER_ACCEPTED", subject="1001", version=1, data=None):
+    return json.dumps({"specversion": "1.0", "id": eid, "type": etype, "source": "ORDER",
+                       "subject": subject, "time": "2026-11-29T10:00:00.000000Z",
+                       "eventversion": version, "datacontenttype": "application/json",
+                       "data": data if data is not None else {"orderId": subject}})
+
+
+def publish(ch, exchange, routing_key, body, message_id=None, headers=None):
+    props = pika.BasicProperties(content_type="application/cloudevents+json", delivery_mode=2,
+                                 message_id=message_id, type=routing_key, headers=headers)
+    ch.basic_publish(exchange, routing_key, body, props)
+
+
+def publish_events(exchange, events, routing_key="ORDER_ACCEPTED", pace_s=0.0):
+    """events: list of (event_id, subject). Publishes with confirms."""
+    conn = amqp()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for eid, subject in events:
+        publish(ch, exchange, routing_key, event_body(eid, subject=subject), message_id=eid)
+        if pace_s:
+            time.sleep(pace_s)
+    conn.close()
+
+
+def drain(queue, limit=10000):
+    """Gets and acks every message in queue: [(properties, body)]."""
+    conn = amqp()
+    ch = conn.channel()
+    out = []
+    while len(out) < limit:
+        m, props, body = ch.basic_get(queue, auto_ack=True)
+        if m is None:
+            break
+        out.append((props, body))
+    conn.close()
+    return out
+
+
+def queue_depth(queue):
+    conn = amqp()
+    ch = conn.channel()
+    try:
+        return ch.queue_declare(queue, passive=True).method.message_count
+    finally:
+        conn.close()
+
+
+def wait_until(pred, timeout=60, step=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+# ---- the sidecar process ---------------------------------------------------
+
+class Sidecar:
+    def __init__(self, name=None, handler=None, mysql_url=None, extra=None, consumer_extra=None,
+                 env=None, exchange=None):
+        self.name = name or "t-" + suffix()
+        self.exchange = exchange or "ex-" + self.name
+        self.queue = self.name
+        self.dlq = self.name + ".dlq"
+        self.dir = tempfile.mkdtemp(prefix="sc-it-")
+        consumer = {"name": self.name, "queue": self.queue,
+                    "bindings": [{"exchange": self.exchange, "routing_key": "#"}],
+                    "handler": handler or HANDLER, "prefetch": 64,
+                    "max_attempts": 3, "retry_delays_ms": [200, 400]}
+        consumer.update(consumer_extra or {})
+        self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
+                       "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_URL"]},
+                       "consumers": [consumer]}
+        self.config.update(extra or {})
+        self.config_path = os.path.join(self.dir, "sidecar.json")
+        with open(self.config_path, "w") as f:
+            json.dump(self.config, f)
+        self.env = dict(os.environ)
+        self.env.pop("SIDECAR_FAULT", None)
+        self.env.update(env or {})
+        self.proc = None
+        self.runs = 0
+        self.log_paths = []
+
+    def start(self, env=None):
+        e = dict(self.env)
+        e.update(env or {})
+        self.runs += 1
+        path = os.path.join(self.dir, f"run{self.runs}.log")
+        self.log_paths.append(path)
+        self.log_file = open(path, "w")
+        self.proc = subprocess.Popen([SIDECAR, "consume", "-c", self.config_path], env=e,
+                                     stdout=self.log_file, stderr=subprocess.STDOUT)
+        # Ready once the worker says it is consuming (the queue is declared).
+        ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(self.runs))
+                           or self.proc.poll() is not None, timeout=30)
+        return ready
+
+    def lines(self, run=None):
+        paths = self.log_paths if run is None else [self.log_paths[run - 1]]
+        out = []
+        for p in paths:
+            with open(p) as f:
+                for line in f:
+                    line = line.strip()
+                    if line.startswith("{"):
+                        try:
+                            out.append(json.loads(line))
+                        except ValueError:
+                            pass
+        return out
+
+    def outcomes(self, outcome, run=None):
+        return [l for l in self.lines(run) if l.get("outcome") == outcome]
+
+    def text(self):
+        return "".join(open(p).read() for p in self.log_paths)
+
+    def stop(self, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def wait_exit(self, timeout=60):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_sidecar_cmd(args, config, env=None, timeout=30):
+    d = tempfile.mkdtemp(prefix="sc-it-")
+    path = os.path.join(d, "c.json")
+    with open(path, "w") as f:
+        f.write(config if isinstance(config, str) else json.dumps(config))
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run([SIDECAR, *args, "-c", path], env=e, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def new_events(n, start=1000):
+    return [(str(uuid.uuid4()), str(start + i)) for i in range(n)]
+
+
+# ---- a TCP proxy that cuts a MySQL connection right after COMMIT is sent ----
+
+class CommitCuttingProxy:
+    """Listens on loopback and forwards to MariaDB. While `armed` > 0, it
+    forwards a client's COMMIT to the server, lets the server execute it,
+    then closes both sides before the reply reaches the client: the commit
+    happened, the client sees a lost connection (outcome UNKNOWN)."""
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.armed = 0
+        self.commit_seen = 0
+        self.cuts = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self):
+        return f"mysql://sidecar:sidecar@127.0.0.1:{self.port}/app"
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            state = {"blocked": False}
+            threading.Thread(target=self._client_to_server, args=(c, s, state), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, state), daemon=True).start()
+
+    def _pipe(self, src, dst, state):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b or state["blocked"]:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        for x in (src, dst):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _client_to_server(self, c, s, state):
+        buf = b""
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                buf += b
+                out = b""
+                cut = False
+                # Split into MySQL packets: 3-byte length, 1-byte sequence.
+                while len(buf) >= 4:
+                    n = int.from_bytes(buf[:3], "little")
+                    if len(buf) < 4 + n:
+                        break
+                    pkt, buf = buf[:4 + n], buf[4 + n:]
+                    out += pkt
+                    payload = pkt[4:]
+                    if payload[:1] == b"\x03" and payload[1:].strip().upper() == b"COMMIT":
+                        with self.lock:
+                            self.commit_seen += 1
+                            if self.armed > 0:
+                                self.armed -= 1
+                                self.cuts += 1
+                                cut = True
+                    if cut:
+                        break
+                if cut:
+                    state["blocked"] = True  # the COMMIT's reply never reaches the client
+                s.sendall(out)
+                if cut:
+                    time.sleep(0.3)  # the server executes the COMMIT meanwhile
+                    for x in (c, s):
+                        try:
+                            x.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                    return
+        except OSError:
+            pass
+        for x in (c, s):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass

@@ -1,0 +1,85 @@
+/* A handler for the integration tests, steered by the event type:
+ *   FLAKY         RETRY on the first two calls for an event id, then the effect
+ *   ALWAYS_RETRY  RETRY every time (exhausts max_attempts)
+ *   POISON        REJECT
+ *   COMMITTER     runs COMMIT itself (a contract violation the sidecar catches)
+ *   anything else the sample effect: a notification_job row */
+#include <mysql.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sidecar/handler.h"
+
+#define MAX_TRACKED 4096
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char seen_ids[MAX_TRACKED][37];
+static int seen_calls[MAX_TRACKED];
+static int n_seen;
+
+static int calls_for(const char *id)
+{
+    pthread_mutex_lock(&lock);
+    int i;
+    for (i = 0; i < n_seen && strcmp(seen_ids[i], id) != 0; i++)
+        ;
+    if (i == n_seen && n_seen < MAX_TRACKED)
+        snprintf(seen_ids[n_seen++], 37, "%s", id);
+    int calls = i < MAX_TRACKED ? ++seen_calls[i] : 1;
+    pthread_mutex_unlock(&lock);
+    return calls;
+}
+
+static sc_handler_status effect(struct st_mysql *conn, const struct sc_event *ev, char *reason,
+                                size_t len)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO notification_job (event_id, order_id, source_version, status, created_at) "
+             "VALUES ('%s', %lld, %lld, 'PENDING', UTC_TIMESTAMP(6))",
+             ev->id, ev->subject ? atoll(ev->subject) : 0LL, (long long)ev->eventversion);
+    if (mysql_real_query(conn, sql, strlen(sql))) {
+        snprintf(reason, len, "error %u: %s", mysql_errno(conn), mysql_error(conn));
+        return SC_HANDLER_RETRY;
+    }
+    return SC_HANDLER_OK;
+}
+
+static sc_handler_status handle(void *state, struct st_mysql *conn, const struct sc_event *ev,
+                                char *reason, size_t len)
+{
+    (void)state;
+    int calls = calls_for(ev->id);
+    if (strcmp(ev->type, "FLAKY") == 0 && calls <= 2) {
+        snprintf(reason, len, "flaky call %d", calls);
+        return SC_HANDLER_RETRY;
+    }
+    if (strcmp(ev->type, "ALWAYS_RETRY") == 0) {
+        snprintf(reason, len, "always retry, call %d", calls);
+        return SC_HANDLER_RETRY;
+    }
+    if (strcmp(ev->type, "POISON") == 0) {
+        snprintf(reason, len, "poison event");
+        return SC_HANDLER_REJECT;
+    }
+    if (strcmp(ev->type, "COMMITTER") == 0) {
+        sc_handler_status st = effect(conn, ev, reason, len);
+        mysql_commit(conn);
+        return st;
+    }
+    return effect(conn, ev, reason, len);
+}
+
+static const struct sc_handler_v1 test_handler = {
+    .abi_version = SC_HANDLER_ABI_VERSION,
+    .struct_size = sizeof(struct sc_handler_v1),
+    .name = "test_handler",
+    .handle = handle,
+};
+
+__attribute__((visibility("default"))) const struct sc_handler_v1 *sc_handler_v1(void)
+{
+    return &test_handler;
+}

@@ -1,0 +1,62 @@
+"""Every malformed kind of the contract ends in the DLQ with its reason and
+reason headers, nothing in consumed_event, nothing handed to the handler."""
+import json
+import uuid
+
+from harness import *
+
+sc = Sidecar()
+ok(sc.start(), "sidecar started")
+good_id = str(uuid.uuid4())
+uid = lambda: str(uuid.uuid4())
+cases = []  # (label, body, message_id, reason fragment, id or None)
+i1, i2, i3, i4, i5, i6, i7 = (uid() for _ in range(7))
+cases.append(("not JSON", "not json {", None, "not valid JSON", None))
+cases.append(("JSON array", "[1,2,3]", None, "not a JSON object", None))
+cases.append(("missing specversion", json.dumps({"id": i1, "type": "T", "source": "S"}), None, "'specversion'", i1))
+cases.append(("missing id", json.dumps({"specversion": "1.0", "type": "T", "source": "S"}), None, "'id'", None))
+cases.append(("id not a UUID", json.dumps({"specversion": "1.0", "id": "order-1", "type": "T", "source": "S"}), None, "UUID", None))
+cases.append(("id wrong type", json.dumps({"specversion": "1.0", "id": 7, "type": "T", "source": "S"}), None, "'id'", None))
+cases.append(("missing type", json.dumps({"specversion": "1.0", "id": i2, "source": "S"}), None, "'type'", i2))
+cases.append(("type wrong type", json.dumps({"specversion": "1.0", "id": i3, "type": 5, "source": "S"}), None, "'type'", i3))
+cases.append(("missing source", json.dumps({"specversion": "1.0", "id": i4, "type": "T"}), None, "'source'", i4))
+cases.append(("specversion wrong type", json.dumps({"specversion": 1, "id": i5, "type": "T", "source": "S"}), None, "'specversion'", i5))
+cases.append(("message_id differs from id", event_body(i6), uid(), "differs from id", i6))
+cases.append(("subject not an integer (handler REJECT)", event_body(i7, subject="abc"), i7, "not an integer", i7))
+
+conn = amqp()
+ch = conn.channel()
+ch.confirm_delivery()
+for label, body, mid, _, _ in cases:
+    publish(ch, sc.exchange, "ORDER_ACCEPTED", body, message_id=mid)
+publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(good_id), message_id=good_id)
+conn.close()
+
+wait_until(lambda: queue_depth(sc.dlq) >= len(cases), timeout=60)
+wait_until(lambda: sc.outcomes("applied"), timeout=30)
+msgs = drain(sc.dlq)
+is_eq(len(msgs), len(cases), "every malformed message is in the DLQ")
+by_body = {body.decode(): props for props, body in msgs}
+for label, body, mid, frag, eid in cases:
+    props = by_body.get(body)
+    if not ok(props is not None, f"{label}: in the DLQ with its body unchanged"):
+        continue
+    h = props.headers or {}
+    reason = h.get("x-sidecar-reason", "")
+    if isinstance(reason, bytes):
+        reason = reason.decode()
+    ok(frag in reason, f"{label}: reason names the problem ({reason})")
+    ok(h.get("x-sidecar-consumer") in (sc.name, sc.name.encode()), f"{label}: consumer header")
+    ok(h.get("x-sidecar-attempts") == 1, f"{label}: attempts header")
+    ok(h.get("x-sidecar-failed-at"), f"{label}: failed-at header")
+    ok(h.get("x-sidecar-original-exchange") in (sc.exchange, sc.exchange.encode()), f"{label}: original exchange header")
+    ok(h.get("x-sidecar-original-routing-key") in ("ORDER_ACCEPTED", b"ORDER_ACCEPTED"), f"{label}: original routing key header")
+    ok(props.delivery_mode == 2, f"{label}: persistent in the DLQ")
+ids = [eid for *_, eid in cases if eid]
+is_eq(count_in("consumed_event", "event_id", ids), 0, "no consumed_event row for any malformed message")
+is_eq(count_in("notification_job", "event_id", ids), 0, "no effect for any malformed message")
+is_eq(count_in("notification_job", "event_id", [good_id]), 1, "the good event after them was applied")
+is_eq(len(sc.outcomes("malformed")), len(cases) - 1, "malformed outcomes logged (the REJECT is not malformed)")
+is_eq(queue_depth(sc.queue), 0, "nothing left unacked in the queue")
+is_eq(sc.stop(), 0, "clean stop")
+done()
