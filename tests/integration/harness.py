@@ -42,6 +42,7 @@ if not SIDECAR or not os.path.exists(SIDECAR):
 def ok(cond, label, detail=None):
     global _n, _failed
     _n += 1
+    label = " ".join(str(label).split())  # one TAP line, whatever the label holds
     print(("ok" if cond else "not ok") + f" {_n} - {label}", flush=True)
     if not cond:
         _failed += 1
