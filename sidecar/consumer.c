@@ -19,6 +19,7 @@
 
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
+#define PUBLISHER_SERVICE_MS 1000
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
 
@@ -421,20 +422,26 @@ static long consume_loop(struct worker *w)
 {
     struct sc_log_fields lf = {.consumer = w->c->k->name};
     long handled = 0;
+    int64_t last_service_ms = now_ms();
     char err[512];
     while (!sc_stop_requested()) {
         amqp_envelope_t env;
         err[0] = 0;
+        /* The publishing connection is idle between dead-letters and
+         * retries: service its heartbeats even while deliveries stream. */
+        if (now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
+            last_service_ms = now_ms();
+            if (sc_amqp_service(&w->out)) {
+                sc_log(SC_LOG_WARN, &lf, "publisher connection lost");
+                break;
+            }
+        }
         enum sc_amqp_recv r = sc_amqp_receive(&w->in, &env, RECEIVE_POLL_MS, err, sizeof err);
         if (r == SC_AMQP_RECV_CLOSED) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             break;
         }
         if (r == SC_AMQP_RECV_TIMEOUT) {
-            if (sc_amqp_service(&w->out)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost");
-                break;
-            }
             if (now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
                 w->last_db_use_ms = now_ms();
                 if (mysql_ping(w->db.conn)) {

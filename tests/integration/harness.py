@@ -199,7 +199,8 @@ class Sidecar:
         path = os.path.join(self.dir, f"run{self.runs}.log")
         self.log_paths.append(path)
         self.log_file = open(path, "w")
-        self.proc = subprocess.Popen([SIDECAR, "consume", "-c", self.config_path], env=e,
+        wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()  # e.g. valgrind
+        self.proc = subprocess.Popen([*wrapper, SIDECAR, "consume", "-c", self.config_path], env=e,
                                      stdout=self.log_file, stderr=subprocess.STDOUT)
         # Ready once the worker says it is consuming (the queue is declared).
         ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(self.runs))

@@ -28,7 +28,7 @@ static void refused(const char *text, const char *want, const char *label)
 int main(void)
 {
     struct sc_config c;
-    char err[512];
+    char err[512] = "";
     const char *full = "{" BASE_AMQP "," BASE_MYSQL ",\"http\":{\"listen\":\"127.0.0.1:9000\"},"
         "\"consumers\":[{\"name\":\"notification-planner\",\"queue\":\"q1\","
         "\"bindings\":[{\"exchange\":\"orders\",\"routing_key\":\"ORDER_ACCEPTED\"}],"
