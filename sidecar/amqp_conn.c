@@ -168,18 +168,22 @@ static int declare_queue(struct sc_amqp *a, const char *name, const char *type,
     return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
 }
 
+int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err, size_t err_len)
+{
+    char what[300];
+    amqp_exchange_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
+    snprintf(what, sizeof what, "declare exchange %s", exchange);
+    return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
+}
+
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len)
 {
     char what[300];
-    for (size_t i = 0; i < k->n_bindings; i++) {
-        const struct sc_binding *b = &k->bindings[i];
-        amqp_exchange_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(b->exchange),
-                              amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-        snprintf(what, sizeof what, "declare exchange %s", b->exchange);
-        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+    for (size_t i = 0; i < k->n_bindings; i++)
+        if (sc_amqp_declare_exchange(a, k->bindings[i].exchange, err, err_len))
             return -1;
-    }
     if (declare_queue(a, k->queue, k->queue_type, NULL, 0, err, err_len) ||
         declare_queue(a, k->dead_letter_queue, k->queue_type, NULL, 0, err, err_len))
         return -1;

@@ -31,6 +31,9 @@ int sc_amqp_connected(const struct sc_amqp *a);
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len);
 
+/* Declares a durable topic exchange. */
+int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err, size_t err_len);
+
 /* Name of the delay queue for a retry delay: "<queue>.retry.<ms>ms". */
 void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, char *out,
                               size_t out_len);

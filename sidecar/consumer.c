@@ -388,7 +388,7 @@ static int session_open(struct worker *w)
     struct sc_db_err e = {0};
     char err[512], name[300];
 
-    if (sc_db_connect(&w->db, cfg, &e)) {
+    if (sc_db_connect(&w->db, cfg, &e) || sc_db_prepare_consumer(&w->db, &e)) {
         lf.error_code = e.code;
         sc_log(SC_LOG_WARN, &lf, "database connect failed: %s", e.msg);
         return -1;

@@ -22,7 +22,7 @@ void sc_db_last_error(const struct sc_db *db, struct sc_db_err *e)
     fill_err(e, mysql_errno(db->conn), mysql_sqlstate(db->conn), mysql_error(db->conn));
 }
 
-static void stmt_err(MYSQL_STMT *st, struct sc_db_err *e)
+void sc_db_stmt_error(MYSQL_STMT *st, struct sc_db_err *e)
 {
     fill_err(e, mysql_stmt_errno(st), mysql_stmt_sqlstate(st), mysql_stmt_error(st));
 }
@@ -79,25 +79,41 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
         return -1;
     }
 
-    static const char insert_sql[] =
-        "INSERT INTO consumed_event (consumer_name, event_id, consumed_at) "
-        "VALUES (?, ?, UTC_TIMESTAMP(6))";
-    if (!(db->insert_consumed = mysql_stmt_init(db->conn)) ||
-        mysql_stmt_prepare(db->insert_consumed, insert_sql, sizeof insert_sql - 1)) {
-        if (db->insert_consumed)
-            stmt_err(db->insert_consumed, e);
-        else
-            sc_db_last_error(db, e);
-        sc_db_close(db);
-        return -1;
-    }
     return 0;
+}
+
+MYSQL_STMT *sc_db_prepare(struct sc_db *db, const char *sql, struct sc_db_err *e)
+{
+    if (db->n_stmts == SC_DB_MAX_STMTS) {
+        fill_err(e, 2008, "HY000", "too many prepared statements");
+        return NULL;
+    }
+    MYSQL_STMT *st = mysql_stmt_init(db->conn);
+    if (!st) {
+        sc_db_last_error(db, e);
+        return NULL;
+    }
+    if (mysql_stmt_prepare(st, sql, strlen(sql))) {
+        sc_db_stmt_error(st, e);
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    db->stmts[db->n_stmts++] = st;
+    return st;
+}
+
+int sc_db_prepare_consumer(struct sc_db *db, struct sc_db_err *e)
+{
+    db->insert_consumed = sc_db_prepare(db,
+        "INSERT INTO consumed_event (consumer_name, event_id, consumed_at) "
+        "VALUES (?, ?, UTC_TIMESTAMP(6))", e);
+    return db->insert_consumed ? 0 : -1;
 }
 
 void sc_db_close(struct sc_db *db)
 {
-    if (db->insert_consumed)
-        mysql_stmt_close(db->insert_consumed);
+    for (int i = 0; i < db->n_stmts; i++)
+        mysql_stmt_close(db->stmts[i]);
     if (db->conn)
         mysql_close(db->conn);
     memset(db, 0, sizeof *db);
@@ -157,7 +173,7 @@ int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *ev
     b[1].buffer_length = lens[1];
     b[1].length = &lens[1];
     if (mysql_stmt_bind_param(db->insert_consumed, b) || mysql_stmt_execute(db->insert_consumed)) {
-        stmt_err(db->insert_consumed, e);
+        sc_db_stmt_error(db->insert_consumed, e);
         return -1;
     }
     return 0;

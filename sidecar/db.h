@@ -16,16 +16,29 @@ struct sc_db_err {
     enum sc_db_error_class cls;
 };
 
+#define SC_DB_MAX_STMTS 8
+
 struct sc_db {
     MYSQL *conn;
-    MYSQL_STMT *insert_consumed;
+    MYSQL_STMT *insert_consumed;   /* after sc_db_prepare_consumer */
+    MYSQL_STMT *stmts[SC_DB_MAX_STMTS]; /* every prepared statement, closed with the connection */
+    int n_stmts;
     unsigned long thread_id;
 };
 
 /* Connects (autocommit off, session time zone UTC, bounded lock waits, no
- * silent reconnect) and prepares the consumer's statements. Returns 0, or -1
- * with e filled. */
+ * silent reconnect). Returns 0, or -1 with e filled. */
 int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e);
+
+/* Prepares sql on the connection; the statement lives until sc_db_close.
+ * Returns NULL with e filled on failure. */
+MYSQL_STMT *sc_db_prepare(struct sc_db *db, const char *sql, struct sc_db_err *e);
+
+/* Prepares the consumer's INSERT into consumed_event. */
+int sc_db_prepare_consumer(struct sc_db *db, struct sc_db_err *e);
+
+/* Fills e from a statement's last error. */
+void sc_db_stmt_error(MYSQL_STMT *st, struct sc_db_err *e);
 void sc_db_close(struct sc_db *db);
 int sc_db_connected(const struct sc_db *db);
 

@@ -1,6 +1,7 @@
 /* Named fault points for crash tests, compiled in only with
  * -Dfault_points=true. SIDECAR_FAULT=NAME[:N] makes the process _exit(86)
- * at the Nth time (default the first) it reaches point NAME. */
+ * at the Nth time (default the first) it reaches point NAME; with
+ * SIDECAR_FAULT_PAUSE_MS=MS it sleeps that long there instead. */
 #ifndef SC_FAULT_H
 #define SC_FAULT_H
 

@@ -9,6 +9,7 @@
 #include "consumer.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "relay.h"
 #include "sc_build_config.h"
 
 static void usage(FILE *out)
@@ -16,6 +17,7 @@ static void usage(FILE *out)
     fputs("usage: sidecar COMMAND [-c FILE]\n"
           "\n"
           "  consume -c FILE   run every consumer in the config until SIGTERM/SIGINT\n"
+          "  relay   -c FILE   run the outbox relay until SIGTERM/SIGINT\n"
           "  check   -c FILE   validate the config, load handlers, connect to both servers\n"
           "  version           print the version\n"
           "\n"
@@ -66,7 +68,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "consume") != 0 && strcmp(cmd, "check") != 0) {
+    if (strcmp(cmd, "consume") != 0 && strcmp(cmd, "check") != 0 && strcmp(cmd, "relay") != 0) {
         fprintf(stderr, "sidecar: unknown command '%s'\n", cmd);
         usage(stderr);
         return 2;
@@ -84,6 +86,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "consume") == 0) {
         sc_info("sidecar %s starting", SC_VERSION);
         rc = sc_consume_run(&cfg);
+    } else if (strcmp(cmd, "relay") == 0) {
+        sc_info("sidecar %s starting", SC_VERSION);
+        rc = sc_relay_run(&cfg);
     } else {
         rc = sc_consume_check(&cfg);
     }
