@@ -1,0 +1,89 @@
+/* Producer helper: write a business row and its outbox_event row on one
+ * connection in one transaction, and say honestly how it ended.
+ *
+ *   SC_OUTBOX_COMMITTED    COMMIT returned success.
+ *   SC_OUTBOX_ROLLED_BACK  a statement failed and the ROLLBACK itself succeeded:
+ *                          nothing was written; retrying is safe.
+ *   SC_OUTBOX_UNKNOWN      COMMIT or ROLLBACK failed (e.g. the connection
+ *                          dropped): the transaction may or may not have
+ *                          committed. Never replay blindly: reconnect and
+ *                          reconcile by the request's stable key.
+ *
+ * The event id is made once per request (sc_outbox_new_event_id) before the
+ * first attempt and reused on every retry of the same request, so a retry
+ * after an UNKNOWN can never publish a second, different event.
+ * The connection must not be in autocommit-dependent state shared with
+ * other work: the helper runs START TRANSACTION ... COMMIT on it. */
+#ifndef SIDECAR_OUTBOX_H
+#define SIDECAR_OUTBOX_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct st_mysql; /* MYSQL */
+
+enum sc_outbox_outcome {
+    SC_OUTBOX_COMMITTED = 0,
+    SC_OUTBOX_ROLLED_BACK = 1,
+    SC_OUTBOX_UNKNOWN = 2,
+};
+
+struct sc_outbox_error {
+    unsigned code;       /* MySQL error number, 0 when none */
+    char sqlstate[6];
+    char message[512];
+};
+
+struct sc_outbox_event {
+    char event_id[37];          /* canonical lowercase UUID */
+    const char *aggregate_type; /* e.g. "ORDER" */
+    char aggregate_id[65];      /* may be filled by the business callback */
+    const char *event_type;     /* e.g. "ORDER_ACCEPTED" */
+    int event_version;
+    const char *payload_json;   /* may be set by the business callback */
+};
+
+/* A new random (v4) event id, canonical lowercase. */
+void sc_outbox_new_event_id(char out[37]);
+
+/* The caller's business statements, run inside the transaction on conn.
+ * Return 0, or non-zero after filling err (the transaction is rolled back). */
+typedef int (*sc_outbox_business_fn)(struct st_mysql *conn, void *arg, struct sc_outbox_event *ev,
+                                     struct sc_outbox_error *err);
+
+/* START TRANSACTION; business(); INSERT outbox_event (PENDING); COMMIT. */
+enum sc_outbox_outcome sc_outbox_write(struct st_mysql *conn, sc_outbox_business_fn business,
+                                       void *arg, struct sc_outbox_event *ev,
+                                       struct sc_outbox_error *err);
+
+/* ---- the example order writer (the seed's OrderWithEventWriter) ---------- */
+
+struct sc_order_result {
+    long long order_id;
+    char acceptance_event_id[37];
+};
+
+/* Inserts orders(tenant_id, request_id, acceptance_event_id = event_id,
+ * version 1, status 'ACCEPTED') and its ORDER_ACCEPTED outbox event. A
+ * second request with the same (tenant_id, request_id) is ROLLED_BACK with
+ * error 1062 on uq_orders_tenant_request: reconcile it. */
+enum sc_outbox_outcome sc_order_accept(struct st_mysql *conn, const char *tenant_id,
+                                       const char *request_id, const char event_id[37],
+                                       struct sc_order_result *out, struct sc_outbox_error *err);
+
+/* Looks the request up on the primary. Returns 1 and fills out when the
+ * order exists (reuse its acceptance_event_id), 0 when it does not, -1 on
+ * error. */
+int sc_order_reconcile(struct st_mysql *conn, const char *tenant_id, const char *request_id,
+                       struct sc_order_result *out, struct sc_outbox_error *err);
+
+const char *sc_outbox_outcome_name(enum sc_outbox_outcome o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIDECAR_OUTBOX_H */
