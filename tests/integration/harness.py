@@ -362,3 +362,98 @@ class CommitCuttingProxy:
                 x.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+# ---- the relay and the producer ---------------------------------------------
+
+ORDER_PRODUCER = os.environ.get("SC_ORDER_PRODUCER", "")
+
+
+class Relay:
+    """`sidecar relay` with its own config; logs per run like Sidecar."""
+
+    def __init__(self, exchange, worker_id=None, batch=50, lease_ms=2000, poll_ms=100, confirm_timeout_ms=5000):
+        self.worker_id = worker_id or "relay-" + suffix()
+        self.dir = tempfile.mkdtemp(prefix="sc-relay-")
+        self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
+                       "mysql": {"url": os.environ["SC_TEST_MYSQL_URL"]},
+                       "relay": {"worker_id": self.worker_id, "exchange": exchange, "batch": batch,
+                                 "lease_ms": lease_ms, "poll_ms": poll_ms,
+                                 "confirm_timeout_ms": confirm_timeout_ms}}
+        self.config_path = os.path.join(self.dir, "relay.json")
+        with open(self.config_path, "w") as f:
+            json.dump(self.config, f)
+        self.proc = None
+        self.log_paths = []
+
+    def start(self, env=None):
+        e = dict(os.environ)
+        e.pop("SIDECAR_FAULT", None)
+        e.update(env or {})
+        path = os.path.join(self.dir, f"run{len(self.log_paths) + 1}.log")
+        self.log_paths.append(path)
+        wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()
+        self.proc = subprocess.Popen([*wrapper, SIDECAR, "relay", "-c", self.config_path], env=e,
+                                     stdout=open(path, "w"), stderr=subprocess.STDOUT)
+        return self
+
+    lines = Sidecar.lines
+    outcomes = Sidecar.outcomes
+    text = Sidecar.text
+    stop = Sidecar.stop
+    wait_exit = Sidecar.wait_exit
+    alive = Sidecar.alive
+    kill9 = Sidecar.kill9
+
+
+def clear_outbox():
+    query("DELETE FROM outbox_event")
+
+
+def insert_outbox(n, event_type="ORDER_ACCEPTED", status="PENDING", lease_owner=None, lease_until_sql="NULL"):
+    """Inserts n outbox rows; returns their event ids in created_at order."""
+    ids = []
+    with admin_db() as c, c.cursor() as cur:
+        for i in range(n):
+            eid = str(uuid.uuid4())
+            ids.append(eid)
+            cur.execute(
+                "INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version,"
+                " payload, status, lease_owner, lease_until, created_at) VALUES"
+                f" (%s, 'ORDER', %s, %s, %s, %s, %s, %s, {lease_until_sql}, UTC_TIMESTAMP(6))",
+                (eid, str(5000 + i), event_type, 1 + i % 3,
+                 json.dumps({"orderId": 5000 + i, "note": "quote ' and \u00e9"}), status, lease_owner))
+    return ids
+
+
+def bound_queue(exchange, routing_key="#"):
+    """A fresh durable queue bound to exchange (declared durable topic)."""
+    q = "q-" + suffix()
+    conn = amqp()
+    ch = conn.channel()
+    ch.exchange_declare(exchange, "topic", durable=True)
+    ch.queue_declare(q, durable=True)
+    ch.queue_bind(q, exchange, routing_key)
+    conn.close()
+    return q
+
+
+def drain_with_keys(queue, limit=100000):
+    conn = amqp()
+    ch = conn.channel()
+    out = []
+    while len(out) < limit:
+        m, props, body = ch.basic_get(queue, auto_ack=True)
+        if m is None:
+            break
+        out.append((m.routing_key, props, body))
+    conn.close()
+    return out
+
+
+def run_order_producer(args, env=None, timeout=120):
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run([ORDER_PRODUCER, *args], env=e, capture_output=True, text=True, timeout=timeout)
+    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    return r.returncode, lines, r.stderr
