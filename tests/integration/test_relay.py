@@ -68,4 +68,21 @@ diag(f"deliveries {sum(deliveries.values())} for {N2} events: {repeats} repeats"
 ok(repeats >= 1, f"the crash after the confirm produced repeats ({repeats}), delivered again by event id")
 is_eq(set(deliveries) - set(ids2), set(), "no message for an unknown id")
 is_eq(relays[0].stop(), 0, "survivor stops cleanly")
+
+# --- crash after the claim, before any publish: the rows wait out their lease ---
+clear_outbox()
+q3 = bound_queue(ex)
+ids3 = insert_outbox(30)
+crasher = Relay(ex, batch=10, lease_ms=1000).start(env={"SIDECAR_FAULT": "relay.after_claim"})
+is_eq(crasher.wait_exit(30), 86, "a relay died right after committing its claim")
+claimed = count_in("outbox_event", "event_id", ids3, "AND status = 'PUBLISHING'")
+is_eq(claimed, 10, "its 10 rows are PUBLISHING under its lease, nothing published")
+t0 = time.time()
+survivor = Relay(ex, batch=10, lease_ms=1000).start()
+wait_until(lambda: count_in("outbox_event", "event_id", ids3, "AND status = 'PUBLISHED'") == 30, timeout=30)
+is_eq(count_in("outbox_event", "event_id", ids3, "AND status = 'PUBLISHED'"), 30,
+      "after the lease expired another relay reclaimed and published them")
+d3 = collections.Counter(json.loads(b)["id"] for _, _, b in drain_with_keys(q3))
+ok(all(d3[i] == 1 for i in ids3), "each delivered exactly once (nothing was published before the crash)")
+survivor.stop()
 done()
