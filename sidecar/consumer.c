@@ -63,6 +63,13 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static void rfc3339_now(char *out, size_t len)
 {
     struct timeval tv;
@@ -241,7 +248,8 @@ static void describe_db_error(char *out, size_t len, const char *what, const str
 }
 
 static enum next apply(struct worker *w, const amqp_envelope_t *env,
-                       const struct sc_parsed_event *ev, struct sc_log_fields *lf, int attempt)
+                       const struct sc_parsed_event *ev, struct sc_log_fields *lf, int attempt,
+                       int64_t received_us)
 {
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
@@ -258,7 +266,8 @@ static enum next apply(struct worker *w, const amqp_envelope_t *env,
             n = ack(w, env, lf);
             atomic_fetch_add(&c->stats.duplicate, 1);
             lf->outcome = "duplicate";
-            sc_log(SC_LOG_INFO, lf, "already consumed: acked without effect");
+            sc_log(SC_LOG_INFO, lf, "already consumed (1062 on %s): acked without effect",
+                   SC_CONSUMED_EVENT_CONSTRAINT);
             return db_broken ? NEXT_RESET : n;
         }
         /* Any other error, 1062 on another key included, is a failure. */
@@ -327,6 +336,7 @@ static enum next apply(struct worker *w, const amqp_envelope_t *env,
         return NEXT_RESET;
     }
     SC_FAULT("consumer.after_commit");
+    lf->duration_us = (uint64_t)(now_us() - received_us);
     n = ack(w, env, lf);
     atomic_fetch_add(&c->stats.applied, 1);
     lf->outcome = "applied";
@@ -340,6 +350,7 @@ static enum next handle_delivery(struct worker *w, const amqp_envelope_t *env)
     const amqp_basic_properties_t *p = &env->message.properties;
     const amqp_table_t *h = delivery_headers(env);
     struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = env->delivery_tag};
+    int64_t received_us = now_us();
 
     int64_t attempt = sc_amqp_header_int(h, H_ATTEMPTS, 1);
     int64_t delivery_count = sc_amqp_header_int(h, "x-delivery-count", -1); /* quorum queues */
@@ -366,7 +377,12 @@ static enum next handle_delivery(struct worker *w, const amqp_envelope_t *env)
         return dead_letter(w, env, &lf, why, (int)attempt);
     }
     lf.event_id = ev.ev.id;
-    enum next n = apply(w, env, &ev, &lf, (int)attempt);
+    if (sc_log_enabled(SC_LOG_DEBUG)) {
+        lf.redelivered = env->redelivered;
+        sc_log(SC_LOG_DEBUG, &lf, "received");
+        lf.redelivered = 0;
+    }
+    enum next n = apply(w, env, &ev, &lf, (int)attempt, received_us);
     sc_event_free(&ev);
     return n;
 }

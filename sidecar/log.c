@@ -112,6 +112,10 @@ void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *
         if (f->error_code)
             put_num_field(&b, "error_code", f->error_code);
         put_str_field(&b, "sqlstate", f->sqlstate);
+        if (f->duration_us)
+            put_num_field(&b, "duration_us", f->duration_us);
+        if (f->redelivered)
+            put(&b, ",\"redelivered\":true", 19);
     }
     line[b.len++] = '}';
     line[b.len++] = '\n';

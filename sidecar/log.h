@@ -15,6 +15,8 @@ struct sc_log_fields {
     const char *outcome;
     unsigned error_code;
     const char *sqlstate;
+    uint64_t duration_us;  /* receive to commit, on "applied" */
+    int redelivered;       /* the broker's redelivered flag, on "received" */
 };
 
 extern int sc_log_min_level;

@@ -367,7 +367,7 @@ static int publish_batch(struct relay *r, int n)
         return -1;
     }
     r->batches++;
-    sc_debug("relay: batch of %d: %d published", n, n_acked);
+    sc_debug("relay: batch of %d claimed, %d confirmed and marked", n, n_acked);
     return failed ? -1 : 0;
 }
 
