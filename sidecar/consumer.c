@@ -51,6 +51,7 @@ struct worker {
     struct sc_amqp out;  /* publishing connection, confirm mode: DLQ and retries */
     pthread_t thread;
     int64_t last_db_use_ms;
+    struct item *items;  /* batch_max deliveries */
 };
 
 /* What the loop does after a delivery. */
@@ -163,83 +164,39 @@ static int republish(struct worker *w, const amqp_envelope_t *env, const char *q
     return -1;
 }
 
-/* ---- outcomes ------------------------------------------------------------ */
+/* ---- one batch ----------------------------------------------------------- */
 
-static enum next ack(struct worker *w, const amqp_envelope_t *env, const struct sc_log_fields *lf)
-{
-    if (sc_amqp_ack(&w->in, env->delivery_tag, 0) == 0)
-        return NEXT_CONTINUE;
-    sc_log(SC_LOG_WARN, lf, "ack could not be sent; the broker will redeliver");
-    return NEXT_RESET;
-}
+/* What becomes of a delivery of the batch. */
+enum disposition {
+    D_OPEN = 0,   /* not decided yet */
+    D_APPLIED,    /* claim + effect are in the transaction: ack after COMMIT */
+    D_DUPLICATE,  /* already consumed: ack after the transaction */
+    D_RETRY,      /* rolled back: through a delay queue, then ack */
+    D_DEAD,       /* malformed, rejected or exhausted: to the DLQ, then ack */
+    D_REQUEUE,    /* outcome unknown for this one: nack with requeue */
+};
 
-/* Publishes the delivery to the dead-letter queue with the reason headers and
- * acks the original only once the broker confirmed the copy. */
-static enum next dead_letter(struct worker *w, const amqp_envelope_t *env,
-                             struct sc_log_fields *lf, const char *reason, int attempt)
-{
-    const struct sc_consumer_config *k = w->c->k;
-    struct headers h;
-    char failed_at[64];
-    if (headers_from(&h, delivery_headers(env)))
-        return NEXT_RESET;
-    rfc3339_now(failed_at, sizeof failed_at);
-    headers_str(&h, H_REASON, amqp_cstring_bytes(reason));
-    headers_str(&h, H_CONSUMER, amqp_cstring_bytes(k->name));
-    headers_int(&h, H_ATTEMPTS, attempt);
-    headers_str(&h, H_FAILED_AT, amqp_cstring_bytes(failed_at));
-    headers_original_route(&h, env);
-    int rc = republish(w, env, k->dead_letter_queue, &h, lf);
-    free(h.e);
-    if (rc)
-        return NEXT_RESET;
-    atomic_fetch_add(&w->c->stats.dead_lettered, 1);
-    lf->outcome = "dead_lettered";
-    sc_log(SC_LOG_WARN, lf, "dead-lettered to %s: %s", k->dead_letter_queue, reason);
-    return ack(w, env, lf);
-}
+struct item {
+    amqp_envelope_t env;
+    int64_t received_us;
+    int attempt;
+    int parsed;
+    struct sc_parsed_event ev;
+    enum disposition d;
+    struct sc_log_fields lf;
+    char ev_sqlstate[6];
+    char why[1024];
+};
 
-/* Sends the delivery through the delay queue of its attempt, or to the DLQ
- * when attempts are exhausted. */
-static enum next retry_later(struct worker *w, const amqp_envelope_t *env,
-                             struct sc_log_fields *lf, int attempt, const char *reason)
-{
-    const struct sc_consumer_config *k = w->c->k;
-    if (attempt >= k->max_attempts) {
-        char why[700];
-        snprintf(why, sizeof why, "attempts exhausted (%d of %d): %s", attempt, k->max_attempts,
-                 reason);
-        return dead_letter(w, env, lf, why, attempt);
-    }
-    size_t step = (size_t)(attempt - 1) < k->n_retry_delays ? (size_t)(attempt - 1)
-                                                             : k->n_retry_delays - 1;
-    char queue[300];
-    sc_amqp_retry_queue_name(k, k->retry_delays_ms[step], queue, sizeof queue);
-    struct headers h;
-    if (headers_from(&h, delivery_headers(env)))
-        return NEXT_RESET;
-    headers_int(&h, H_ATTEMPTS, attempt + 1);
-    headers_str(&h, H_LAST_ERROR, amqp_cstring_bytes(reason));
-    headers_original_route(&h, env);
-    int rc = republish(w, env, queue, &h, lf);
-    free(h.e);
-    if (rc)
-        return NEXT_RESET;
-    atomic_fetch_add(&w->c->stats.retried, 1);
-    lf->outcome = "retried";
-    sc_log(SC_LOG_WARN, lf, "will retry in %d ms (attempt %d of %d): %s", k->retry_delays_ms[step],
-           attempt + 1, k->max_attempts, reason);
-    return ack(w, env, lf);
-}
-
-/* Rolls back the open transaction; a failure means the connection is gone,
- * which rolls back just the same, so only the connection needs renewing. */
-static void rollback(struct worker *w, int *db_broken)
-{
-    struct sc_db_err e = {0};
-    if (sc_db_rollback(&w->db, &e))
-        *db_broken = 1;
-}
+/* How a batch's transaction ended. */
+enum txn {
+    TXN_COMMITTED,  /* COMMIT succeeded */
+    TXN_NOTHING,    /* nothing to commit (duplicates and failures only): rolled back */
+    TXN_DEADLOCK,   /* the server rolled the whole transaction back (1213) */
+    TXN_LOST,       /* the connection died before COMMIT: nothing committed */
+    TXN_UNKNOWN,    /* COMMIT failed or the connection dropped around it */
+    TXN_BROKEN,     /* a handler ended the transaction itself */
+};
 
 static void describe_db_error(char *out, size_t len, const char *what, const struct sc_db_err *e)
 {
@@ -247,144 +204,365 @@ static void describe_db_error(char *out, size_t len, const char *what, const str
              sc_db_error_class_name(e->cls), e->msg);
 }
 
-static enum next apply(struct worker *w, const amqp_envelope_t *env,
-                       const struct sc_parsed_event *ev, struct sc_log_fields *lf, int attempt,
-                       int64_t received_us)
+/* Undoes one delivery's part: back to its savepoint, or the whole
+ * transaction when it is alone. Returns 0, or -1 when the connection is gone. */
+static int undo_item(struct worker *w, int savepoints)
 {
-    struct consumer *c = w->c;
     struct sc_db_err e = {0};
-    char why[1024];
-    int db_broken = 0;
-    enum next n;
-
-    w->last_db_use_ms = now_ms();
-    if (sc_db_insert_consumed(&w->db, c->k->name, ev->ev.id, &e)) {
-        lf->error_code = e.code;
-        lf->sqlstate = e.sqlstate;
-        if (e.cls == SC_DBERR_DUPLICATE) {
-            rollback(w, &db_broken);
-            n = ack(w, env, lf);
-            atomic_fetch_add(&c->stats.duplicate, 1);
-            lf->outcome = "duplicate";
-            sc_log(SC_LOG_INFO, lf, "already consumed (1062 on %s): acked without effect",
-                   SC_CONSUMED_EVENT_CONSTRAINT);
-            return db_broken ? NEXT_RESET : n;
-        }
-        /* Any other error, 1062 on another key included, is a failure. */
-        db_broken = e.cls == SC_DBERR_CONNECTION;
-        if (!db_broken)
-            rollback(w, &db_broken);
-        describe_db_error(why, sizeof why, "claim (INSERT consumed_event)", &e);
-        sc_log(SC_LOG_WARN, lf, "%s", why);
-        n = retry_later(w, env, lf, attempt, why);
-        return db_broken ? NEXT_RESET : n;
-    }
-    SC_FAULT("consumer.after_insert");
-
-    char reason[512] = "";
-    sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &ev->ev, reason,
-                                               sizeof reason);
-    sc_db_last_error(&w->db, &e);
-    if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION) {
-        /* The connection died under the handler: nothing was committed. */
-        lf->error_code = e.code;
-        lf->sqlstate = e.sqlstate;
-        describe_db_error(why, sizeof why, "handler statement", &e);
-        sc_log(SC_LOG_WARN, lf, "%s", why);
-        retry_later(w, env, lf, attempt, why);
-        return NEXT_RESET;
-    }
-    if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
-        rollback(w, &db_broken);
-        snprintf(why, sizeof why,
-                 "handler %s ended the transaction (commit, rollback or autocommit): contract "
-                 "violation",
-                 c->plugin.h->name);
-        sc_log(SC_LOG_ERROR, lf, "%s", why);
-        n = dead_letter(w, env, lf, why, attempt);
-        return db_broken ? NEXT_RESET : n;
-    }
-    char dberr[160] = "";
-    if (st != SC_HANDLER_OK && e.code)
-        snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code, e.sqlstate);
-    if (st == SC_HANDLER_RETRY) {
-        rollback(w, &db_broken);
-        snprintf(why, sizeof why, "handler asked to retry: %s%s", reason[0] ? reason : "no reason",
-                 dberr);
-        n = retry_later(w, env, lf, attempt, why);
-        return db_broken ? NEXT_RESET : n;
-    }
-    if (st != SC_HANDLER_OK) {
-        rollback(w, &db_broken);
-        snprintf(why, sizeof why, "rejected by handler: %s%s", reason[0] ? reason : "no reason",
-                 dberr);
-        n = dead_letter(w, env, lf, why, attempt);
-        return db_broken ? NEXT_RESET : n;
-    }
-
-    SC_FAULT("consumer.before_commit");
-    if (sc_db_commit(&w->db, &e)) {
-        /* The server may or may not have committed: never ack. The
-         * redelivery meets the unique key and settles it. */
-        atomic_fetch_add(&c->stats.unknown, 1);
-        lf->outcome = "unknown";
-        lf->error_code = e.code;
-        lf->sqlstate = e.sqlstate;
-        sc_log(SC_LOG_ERROR, lf, "COMMIT failed, outcome unknown: not acked, returned for "
-               "redelivery: %s", e.msg);
-        sc_amqp_nack_requeue(&w->in, env->delivery_tag, 0);
-        return NEXT_RESET;
-    }
-    SC_FAULT("consumer.after_commit");
-    lf->duration_us = (uint64_t)(now_us() - received_us);
-    n = ack(w, env, lf);
-    atomic_fetch_add(&c->stats.applied, 1);
-    lf->outcome = "applied";
-    sc_log(SC_LOG_INFO, lf, "applied");
-    return n;
+    if (savepoints)
+        return sc_db_query(&w->db, "ROLLBACK TO SAVEPOINT sc_item", &e);
+    return sc_db_rollback(&w->db, &e);
 }
 
-static enum next handle_delivery(struct worker *w, const amqp_envelope_t *env)
+static void set_error_fields(struct item *it, const struct sc_db_err *e)
+{
+    it->lf.error_code = e->code;
+    snprintf(it->ev_sqlstate, sizeof it->ev_sqlstate, "%s", e->sqlstate);
+    it->lf.sqlstate = it->ev_sqlstate;
+}
+
+/* Runs the claim and the handler of every open parsed item in one
+ * transaction, each under its own savepoint when there are several. */
+static enum txn run_transaction(struct worker *w, struct item *items, int n)
+{
+    struct consumer *c = w->c;
+    int open = 0;
+    for (int i = 0; i < n; i++)
+        open += items[i].parsed && items[i].d == D_OPEN;
+    int savepoints = open > 1, applied = 0;
+    struct sc_db_err e = {0};
+
+    w->last_db_use_ms = now_ms();
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        if (!it->parsed || it->d != D_OPEN)
+            continue;
+        if (savepoints && sc_db_query(&w->db, "SAVEPOINT sc_item", &e))
+            return e.cls == SC_DBERR_TRANSIENT && e.code == 1213 ? TXN_DEADLOCK : TXN_LOST;
+        if (sc_db_insert_consumed(&w->db, c->k->name, it->ev.ev.id, &e)) {
+            set_error_fields(it, &e);
+            if (e.cls == SC_DBERR_DUPLICATE) {
+                it->d = D_DUPLICATE; /* the failed statement undid itself */
+                continue;
+            }
+            if (e.code == 1213)
+                return TXN_DEADLOCK;
+            if (e.cls == SC_DBERR_CONNECTION)
+                return TXN_LOST;
+            /* Any other error, 1062 on another key included, is a failure. */
+            describe_db_error(it->why, sizeof it->why, "claim (INSERT consumed_event)", &e);
+            sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
+            it->d = D_RETRY;
+            if (undo_item(w, savepoints))
+                return TXN_LOST;
+            continue;
+        }
+        SC_FAULT("consumer.after_insert");
+
+        char reason[512] = "";
+        sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev,
+                                                   reason, sizeof reason);
+        sc_db_last_error(&w->db, &e);
+        if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
+            return TXN_LOST; /* nothing was committed; the broker redelivers */
+        if (st != SC_HANDLER_OK && e.code == 1213)
+            return TXN_DEADLOCK;
+        if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
+            /* Whatever came before in this batch may have been committed by
+             * the handler: those are returned, this one is dead-lettered. */
+            snprintf(it->why, sizeof it->why,
+                     "handler %s ended the transaction (commit, rollback or autocommit): contract "
+                     "violation", c->plugin.h->name);
+            sc_log(SC_LOG_ERROR, &it->lf, "%s", it->why);
+            it->d = D_DEAD;
+            sc_db_rollback(&w->db, &e);
+            return TXN_BROKEN;
+        }
+        if (st == SC_HANDLER_OK) {
+            it->d = D_APPLIED;
+            applied++;
+            continue;
+        }
+        char dberr[160] = "";
+        if (e.code)
+            snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code,
+                     e.sqlstate);
+        snprintf(it->why, sizeof it->why, "%s: %s%s",
+                 st == SC_HANDLER_RETRY ? "handler asked to retry" : "rejected by handler",
+                 reason[0] ? reason : "no reason", dberr);
+        it->d = st == SC_HANDLER_RETRY ? D_RETRY : D_DEAD;
+        if (undo_item(w, savepoints))
+            return TXN_LOST;
+    }
+    if (!applied) {
+        if (sc_db_rollback(&w->db, &e))
+            return TXN_LOST;
+        return TXN_NOTHING;
+    }
+    SC_FAULT("consumer.before_commit");
+    if (sc_db_commit(&w->db, &e)) {
+        for (int i = 0; i < n; i++) {
+            if (items[i].d != D_APPLIED)
+                continue;
+            set_error_fields(&items[i], &e);
+            snprintf(items[i].why, sizeof items[i].why, "%s", e.msg);
+        }
+        return TXN_UNKNOWN;
+    }
+    SC_FAULT("consumer.after_commit");
+    return TXN_COMMITTED;
+}
+
+/* Publishes a copy of the delivery to the dead-letter queue with the reason
+ * headers. Returns 0 once the broker confirmed it. */
+static int publish_dead(struct worker *w, struct item *it)
 {
     const struct sc_consumer_config *k = w->c->k;
-    const amqp_basic_properties_t *p = &env->message.properties;
-    const amqp_table_t *h = delivery_headers(env);
-    struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = env->delivery_tag};
-    int64_t received_us = now_us();
+    struct headers h;
+    char failed_at[64];
+    if (headers_from(&h, delivery_headers(&it->env)))
+        return -1;
+    rfc3339_now(failed_at, sizeof failed_at);
+    headers_str(&h, H_REASON, amqp_cstring_bytes(it->why));
+    headers_str(&h, H_CONSUMER, amqp_cstring_bytes(k->name));
+    headers_int(&h, H_ATTEMPTS, it->attempt);
+    headers_str(&h, H_FAILED_AT, amqp_cstring_bytes(failed_at));
+    headers_original_route(&h, &it->env);
+    int rc = republish(w, &it->env, k->dead_letter_queue, &h, &it->lf);
+    free(h.e);
+    return rc;
+}
 
-    int64_t attempt = sc_amqp_header_int(h, H_ATTEMPTS, 1);
-    int64_t delivery_count = sc_amqp_header_int(h, "x-delivery-count", -1); /* quorum queues */
-    if (delivery_count >= 0 && delivery_count + 1 > attempt)
-        attempt = delivery_count + 1;
-    if (attempt < 1 || attempt > 1000000)
-        attempt = 1;
-    lf.attempt = (int)attempt;
+/* Publishes a copy to the delay queue of its attempt, or to the DLQ once
+ * attempts are exhausted (then it->d becomes D_DEAD). */
+static int publish_retry(struct worker *w, struct item *it)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    if (it->attempt >= k->max_attempts) {
+        char prefix[64];
+        int plen = snprintf(prefix, sizeof prefix, "attempts exhausted (%d of %d): ", it->attempt,
+                            k->max_attempts);
+        size_t keep = sizeof it->why - (size_t)plen - 1;
+        memmove(it->why + plen, it->why, keep);
+        it->why[sizeof it->why - 1] = 0;
+        memcpy(it->why, prefix, (size_t)plen);
+        it->d = D_DEAD;
+        return publish_dead(w, it);
+    }
+    size_t step = (size_t)(it->attempt - 1) < k->n_retry_delays ? (size_t)(it->attempt - 1)
+                                                                 : k->n_retry_delays - 1;
+    char queue[300];
+    sc_amqp_retry_queue_name(k, k->retry_delays_ms[step], queue, sizeof queue);
+    struct headers h;
+    if (headers_from(&h, delivery_headers(&it->env)))
+        return -1;
+    headers_int(&h, H_ATTEMPTS, it->attempt + 1);
+    headers_str(&h, H_LAST_ERROR, amqp_cstring_bytes(it->why));
+    headers_original_route(&h, &it->env);
+    int rc = republish(w, &it->env, queue, &h, &it->lf);
+    free(h.e);
+    if (rc == 0)
+        snprintf(it->why + strlen(it->why), sizeof it->why - strlen(it->why),
+                 " (retry in %d ms)", k->retry_delays_ms[step]);
+    return rc;
+}
 
-    const char *mid = NULL;
-    size_t mid_len = 0;
-    if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
-        mid = p->message_id.bytes;
-        mid_len = p->message_id.len;
+static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
+{
+    struct consumer_stats *s = &w->c->stats;
+    switch (it->d) {
+    case D_APPLIED:
+        atomic_fetch_add(&s->applied, 1);
+        it->lf.outcome = "applied";
+        it->lf.duration_us = (uint64_t)(committed_us - it->received_us);
+        sc_log(SC_LOG_INFO, &it->lf, "applied");
+        break;
+    case D_DUPLICATE:
+        atomic_fetch_add(&s->duplicate, 1);
+        it->lf.outcome = "duplicate";
+        sc_log(SC_LOG_INFO, &it->lf, "already consumed (1062 on %s): acked without effect",
+               SC_CONSUMED_EVENT_CONSTRAINT);
+        break;
+    case D_RETRY:
+        atomic_fetch_add(&s->retried, 1);
+        it->lf.outcome = "retried";
+        sc_log(SC_LOG_WARN, &it->lf, "will retry (attempt %d of %d): %s", it->attempt + 1,
+               w->c->k->max_attempts, it->why);
+        break;
+    case D_DEAD:
+        atomic_fetch_add(&s->dead_lettered, 1);
+        it->lf.outcome = "dead_lettered";
+        sc_log(SC_LOG_WARN, &it->lf, "dead-lettered to %s: %s", w->c->k->dead_letter_queue,
+               it->why);
+        break;
+    default:
+        break;
     }
-    struct sc_parsed_event ev;
-    char reason[512], why[600];
-    if (sc_event_parse(env->message.body.bytes, env->message.body.len, mid, mid_len, &ev, reason,
-                       sizeof reason)) {
-        atomic_fetch_add(&w->c->stats.malformed, 1);
-        snprintf(why, sizeof why, "malformed: %s", reason);
-        lf.outcome = "malformed";
-        sc_log(SC_LOG_WARN, &lf, "%s", why);
-        return dead_letter(w, env, &lf, why, (int)attempt);
+}
+
+/* After the transaction: republish what goes to a delay queue or the DLQ,
+ * then ack. With every delivery of the batch settled one basic.ack with
+ * `multiple` covers them all (earlier batches are all settled already). */
+static enum next settle(struct worker *w, struct item *items, int n, int64_t committed_us)
+{
+    int all_settled = 1, requeue = 0;
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        if (it->d == D_REQUEUE) {
+            requeue = 1;
+            continue;
+        }
+        if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
+            continue;
+        if ((it->d == D_RETRY ? publish_retry(w, it) : publish_dead(w, it)) != 0)
+            all_settled = 0; /* this one and the rest stay unacked */
     }
-    lf.event_id = ev.ev.id;
+    uint64_t last = items[n - 1].env.delivery_tag;
+    if (all_settled && !requeue) {
+        if (sc_amqp_ack(&w->in, last, n > 1)) {
+            sc_log(SC_LOG_WARN, &items[n - 1].lf, "ack could not be sent; the broker will redeliver");
+            return NEXT_RESET;
+        }
+        for (int i = 0; i < n; i++)
+            log_outcome(w, &items[i], committed_us);
+        return NEXT_CONTINUE;
+    }
+    /* Mixed batch: ack one by one what is settled, return the rest. */
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        int settled = it->d == D_APPLIED || it->d == D_DUPLICATE ||
+                      ((it->d == D_RETRY || it->d == D_DEAD) && all_settled);
+        if (settled) {
+            failed |= sc_amqp_ack(&w->in, it->env.delivery_tag, 0) != 0;
+            log_outcome(w, it, committed_us);
+        } else if (it->d == D_REQUEUE) {
+            failed |= sc_amqp_nack_requeue(&w->in, it->env.delivery_tag, 0) != 0;
+        }
+    }
+    return failed || !all_settled ? NEXT_RESET : NEXT_CONTINUE;
+}
+
+static void reopen(struct item *items, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (items[i].parsed)
+            items[i].d = D_OPEN;
+}
+
+/* Parses, runs the transaction (retrying a deadlocked batch once, then one
+ * delivery per transaction), and settles every delivery of the batch. */
+static enum next process_batch(struct worker *w, struct item *items, int n)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    int parsed = 0;
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        const amqp_basic_properties_t *p = &it->env.message.properties;
+        const amqp_table_t *h = delivery_headers(&it->env);
+        memset(&it->lf, 0, sizeof it->lf);
+        it->lf.consumer = k->name;
+        it->lf.delivery_tag = it->env.delivery_tag;
+        int64_t attempt = sc_amqp_header_int(h, H_ATTEMPTS, 1);
+        int64_t delivery_count = sc_amqp_header_int(h, "x-delivery-count", -1); /* quorum */
+        if (delivery_count >= 0 && delivery_count + 1 > attempt)
+            attempt = delivery_count + 1;
+        if (attempt < 1 || attempt > 1000000)
+            attempt = 1;
+        it->attempt = (int)attempt;
+        it->lf.attempt = it->attempt;
+        it->d = D_OPEN;
+        char reason[512];
+        const char *mid = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? p->message_id.bytes : NULL;
+        size_t mid_len = mid ? p->message_id.len : 0;
+        if (sc_event_parse(it->env.message.body.bytes, it->env.message.body.len, mid, mid_len,
+                           &it->ev, reason, sizeof reason)) {
+            it->parsed = 0;
+            it->d = D_DEAD;
+            snprintf(it->why, sizeof it->why, "malformed: %s", reason);
+            atomic_fetch_add(&w->c->stats.malformed, 1);
+            it->lf.outcome = "malformed";
+            sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
+            it->lf.outcome = NULL;
+            continue;
+        }
+        it->parsed = 1;
+        parsed++;
+        it->lf.event_id = it->ev.ev.id;
+        if (sc_log_enabled(SC_LOG_DEBUG)) {
+            it->lf.redelivered = it->env.redelivered;
+            sc_log(SC_LOG_DEBUG, &it->lf, "received");
+            it->lf.redelivered = 0;
+        }
+    }
+
+    enum txn t = parsed ? run_transaction(w, items, n) : TXN_NOTHING;
+    if (t == TXN_DEADLOCK) {
+        sc_log(SC_LOG_WARN, &items[0].lf, "deadlock: retrying the batch of %d", n);
+        reopen(items, n);
+        t = run_transaction(w, items, n);
+    }
+    if (t == TXN_DEADLOCK) {
+        sc_log(SC_LOG_WARN, &items[0].lf, "deadlock again: one delivery per transaction");
+        reopen(items, n);
+        t = TXN_NOTHING;
+        for (int i = 0; i < n && t != TXN_LOST && t != TXN_UNKNOWN; i++) {
+            if (!items[i].parsed)
+                continue;
+            enum txn one = run_transaction(w, &items[i], 1);
+            if (one == TXN_DEADLOCK) {
+                snprintf(items[i].why, sizeof items[i].why, "deadlock (1213) in its own transaction");
+                items[i].d = D_RETRY;
+            } else if (one == TXN_LOST || one == TXN_UNKNOWN || one == TXN_BROKEN) {
+                t = one == TXN_BROKEN ? TXN_NOTHING : one;
+                if (one == TXN_UNKNOWN) {
+                    items[i].d = D_REQUEUE;
+                    for (int j = i + 1; j < n; j++)
+                        items[j].d = D_REQUEUE;
+                }
+            } else if (one == TXN_COMMITTED) {
+                t = TXN_COMMITTED;
+            }
+        }
+    }
+    int64_t committed_us = now_us();
     if (sc_log_enabled(SC_LOG_DEBUG)) {
-        lf.redelivered = env->redelivered;
-        sc_log(SC_LOG_DEBUG, &lf, "received");
-        lf.redelivered = 0;
+        int counts[D_REQUEUE + 1] = {0};
+        for (int i = 0; i < n; i++)
+            counts[items[i].d]++;
+        sc_log(SC_LOG_DEBUG, &(struct sc_log_fields){.consumer = k->name},
+               "batch of %d: transaction %d, applied=%d duplicate=%d retry=%d dead=%d requeue=%d",
+               n, (int)t, counts[D_APPLIED], counts[D_DUPLICATE], counts[D_RETRY], counts[D_DEAD],
+               counts[D_REQUEUE]);
     }
-    enum next n = apply(w, env, &ev, &lf, (int)attempt, received_us);
-    sc_event_free(&ev);
-    return n;
+    switch (t) {
+    case TXN_LOST:
+        /* Nothing committed; dropping the session returns every unacked
+         * delivery to the queue. */
+        sc_log(SC_LOG_WARN, &items[0].lf, "database connection lost during a batch of %d: "
+               "reconnecting, the broker redelivers", n);
+        return NEXT_RESET;
+    case TXN_UNKNOWN:
+        for (int i = 0; i < n; i++) {
+            if (items[i].d != D_APPLIED && items[i].d != D_REQUEUE)
+                continue;
+            atomic_fetch_add(&w->c->stats.unknown, 1);
+            items[i].lf.outcome = "unknown";
+            sc_log(SC_LOG_ERROR, &items[i].lf, "COMMIT failed, outcome unknown: not acked, "
+                   "returned for redelivery: %s", items[i].why);
+        }
+        /* Never ack: return the whole batch; the redelivery meets the
+         * unique key and settles it. */
+        sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1);
+        return NEXT_RESET;
+    case TXN_BROKEN:
+        for (int i = 0; i < n; i++)
+            if (items[i].parsed && items[i].d != D_DEAD)
+                items[i].d = D_REQUEUE;
+        return settle(w, items, n, committed_us);
+    default:
+        return settle(w, items, n, committed_us);
+    }
 }
 
 /* ---- sessions and workers ------------------------------------------------ */
@@ -432,16 +610,18 @@ static int session_open(struct worker *w)
     return 0;
 }
 
-/* Consumes until a connection fails or a stop is requested. Returns the
- * number of deliveries handled. */
-static long consume_loop(struct worker *w)
+/* Consumes until a connection fails or a stop is requested. A batch takes
+ * what is already waiting, up to batch_max, and closes as soon as nothing
+ * more is: under low load every delivery is its own batch, without delay.
+ * Returns the number of deliveries handled. */
+static long consume_loop(struct worker *w, struct item *items)
 {
-    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name};
     long handled = 0;
     int64_t last_service_ms = now_ms();
     char err[512];
     while (!sc_stop_requested()) {
-        amqp_envelope_t env;
         err[0] = 0;
         /* The publishing connection is idle between dead-letters and
          * retries: service its heartbeats even while deliveries stream. */
@@ -452,7 +632,7 @@ static long consume_loop(struct worker *w)
                 break;
             }
         }
-        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &env, RECEIVE_POLL_MS, err, sizeof err);
+        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &items[0].env, RECEIVE_POLL_MS, err, sizeof err);
         if (r == SC_AMQP_RECV_CLOSED) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             break;
@@ -468,10 +648,31 @@ static long consume_loop(struct worker *w)
             }
             continue;
         }
-        enum next n = handle_delivery(w, &env);
-        amqp_destroy_envelope(&env);
-        handled++;
-        if (n == NEXT_RESET)
+        items[0].received_us = now_us();
+        int n = 1, closed = 0;
+        while (n < k->batch_max) {
+            r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
+            if (r == SC_AMQP_RECV_TIMEOUT)
+                break;
+            if (r == SC_AMQP_RECV_CLOSED) {
+                closed = 1;
+                break;
+            }
+            items[n++].received_us = now_us();
+        }
+        enum next next = NEXT_RESET;
+        if (closed)
+            sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err); /* all requeued */
+        else
+            next = process_batch(w, items, n);
+        for (int i = 0; i < n; i++) {
+            if (items[i].parsed)
+                sc_event_free(&items[i].ev);
+            items[i].parsed = 0;
+            amqp_destroy_envelope(&items[i].env);
+        }
+        handled += n;
+        if (next == NEXT_RESET)
             break;
     }
     return handled;
@@ -485,7 +686,7 @@ static void *worker_main(void *arg)
     while (!sc_stop_requested()) {
         long handled = 0;
         if (session_open(w) == 0)
-            handled = consume_loop(w);
+            handled = consume_loop(w, w->items);
         /* Closing the channel returns every unacked delivery to the queue. */
         session_close(w);
         if (sc_stop_requested())
@@ -546,6 +747,12 @@ int sc_consume_run(const struct sc_config *cfg)
             struct worker *w = &ws[started];
             w->c = &cs[i];
             w->index = j;
+            w->items = calloc((size_t)cfg->consumers[i].batch_max, sizeof *w->items);
+            if (!w->items) {
+                sc_error("out of memory");
+                sc_request_stop();
+                break;
+            }
             if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
                 sc_error("cannot start a worker thread");
                 sc_request_stop();
@@ -567,6 +774,8 @@ int sc_consume_run(const struct sc_config *cfg)
                atomic_load(&s->malformed));
         sc_plugin_unload(&cs[i].plugin);
     }
+    for (size_t i = 0; i < n_workers; i++)
+        free(ws[i].items);
     free(ws);
     free(cs);
     return started == n_workers ? 0 : 1;

@@ -64,6 +64,26 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         snprintf(reason, len, "poison event");
         return SC_HANDLER_REJECT;
     }
+    if (strcmp(ev->type, "LOCK_AB") == 0 || strcmp(ev->type, "LOCK_BA") == 0) {
+        /* Takes two row locks in opposite orders on two workers: InnoDB
+         * picks a deadlock victim, whose whole transaction is rolled back. */
+        int ab = ev->type[5] == 'A';
+        char sql[128];
+        for (int step = 0; step < 2; step++) {
+            snprintf(sql, sizeof sql, "SELECT id FROM t_locks WHERE id = %d FOR UPDATE",
+                     (step == 0) == ab ? 1 : 2);
+            if (mysql_real_query(conn, sql, strlen(sql))) {
+                snprintf(reason, len, "lock: error %u: %s", mysql_errno(conn), mysql_error(conn));
+                return SC_HANDLER_RETRY;
+            }
+            MYSQL_RES *r = mysql_store_result(conn);
+            if (r)
+                mysql_free_result(r);
+            if (step == 0 && calls == 1)
+                mysql_real_query(conn, "DO SLEEP(0.5)", 13);
+        }
+        return effect(conn, ev, reason, len);
+    }
     if (strcmp(ev->type, "COMMITTER") == 0) {
         sc_handler_status st = effect(conn, ev, reason, len);
         mysql_commit(conn);
