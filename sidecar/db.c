@@ -1,6 +1,7 @@
 #include "db.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "url.h"
@@ -177,6 +178,55 @@ int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *ev
         return -1;
     }
     return 0;
+}
+
+/* Builds "<head><row>, <row>..." or "<head>'a', 'b'...)" for the many-row
+ * statements; ids are validated UUIDs, the consumer name is escaped. */
+static int run_many(struct sc_db *db, const char *consumer, const char *const *ids, int n,
+                    int insert, struct sc_db_err *e)
+{
+    size_t clen = strlen(consumer);
+    char *quoted = malloc(clen * 2 + 1);
+    size_t row = clen * 2 + 36 + 40, len = 160 + clen * 2 + (size_t)n * row;
+    char *sql = quoted ? malloc(len) : NULL;
+    if (!sql) {
+        free(quoted);
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        e->code = 2008;
+        e->cls = SC_DBERR_FAILURE;
+        return -1;
+    }
+    mysql_real_escape_string(db->conn, quoted, consumer, (unsigned long)clen);
+    size_t off;
+    if (insert) {
+        off = (size_t)snprintf(sql, len,
+            "INSERT INTO consumed_event (consumer_name, event_id, consumed_at) VALUES ");
+        for (int i = 0; i < n; i++)
+            off += (size_t)snprintf(sql + off, len - off, "%s('%s', '%s', UTC_TIMESTAMP(6))",
+                                    i ? ", " : "", quoted, ids[i]);
+    } else {
+        off = (size_t)snprintf(sql, len,
+            "DELETE FROM consumed_event WHERE consumer_name = '%s' AND event_id IN (", quoted);
+        for (int i = 0; i < n; i++)
+            off += (size_t)snprintf(sql + off, len - off, "%s'%s'", i ? ", " : "", ids[i]);
+        snprintf(sql + off, len - off, ")");
+    }
+    int rc = sc_db_query(db, sql, e);
+    free(sql);
+    free(quoted);
+    return rc;
+}
+
+int sc_db_insert_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                               int n, struct sc_db_err *e)
+{
+    return run_many(db, consumer, ids, n, 1, e);
+}
+
+int sc_db_delete_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                               int n, struct sc_db_err *e)
+{
+    return n > 0 ? run_many(db, consumer, ids, n, 0, e) : 0;
 }
 
 int sc_db_in_transaction(const struct sc_db *db)

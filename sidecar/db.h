@@ -52,6 +52,16 @@ int sc_db_rollback(struct sc_db *db, struct sc_db_err *e);
 int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *event_id,
                           struct sc_db_err *e);
 
+/* One multi-row INSERT of n claims for consumer (ids are validated UUIDs).
+ * All or nothing: on any error, 1062 included, no row was inserted. */
+int sc_db_insert_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                               int n, struct sc_db_err *e);
+
+/* DELETE the claims of ids for consumer, in one statement (inside the
+ * batch's transaction: undoes claims of events a batch handler refused). */
+int sc_db_delete_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                               int n, struct sc_db_err *e);
+
 /* 1 while the server reports an open transaction and autocommit off. */
 int sc_db_in_transaction(const struct sc_db *db);
 

@@ -1,6 +1,7 @@
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,9 +42,9 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
                  SC_HANDLER_ABI_VERSION, h->abi_version);
         goto error_dlclose;
     }
-    if (h->struct_size < sizeof(struct sc_handler_v1)) {
-        snprintf(err, err_len, "handler %s: struct_size: expected at least %zu, got %u", path,
-                 sizeof(struct sc_handler_v1), h->struct_size);
+    if (h->struct_size < SC_HANDLER_V1_MIN_SIZE) {
+        snprintf(err, err_len, "handler %s: struct_size: expected at least %u, got %u", path,
+                 SC_HANDLER_V1_MIN_SIZE, h->struct_size);
         goto error_dlclose;
     }
     if (!h->name || !h->name[0]) {
@@ -65,6 +66,11 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
     }
     p->dl = dl;
     p->h = h;
+    /* An appended field exists only when the handler's struct covers it. */
+    p->handle_batch = h->struct_size >= offsetof(struct sc_handler_v1, handle_batch) +
+                                            sizeof h->handle_batch
+                          ? h->handle_batch
+                          : NULL;
     return 0;
 error_dlclose:
     dlclose(dl);

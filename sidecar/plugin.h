@@ -10,6 +10,9 @@ struct sc_plugin {
     void *dl;
     const struct sc_handler_v1 *h;
     void *state;
+    /* h->handle_batch when the handler's struct_size covers it, else NULL */
+    int (*handle_batch)(void *state, struct st_mysql *conn, const struct sc_event *const *events,
+                        size_t n, sc_handler_status *status, char *reasons, size_t reason_len);
 };
 
 /* Opens path (RTLD_NOW|RTLD_LOCAL), checks the ABI block, then calls init

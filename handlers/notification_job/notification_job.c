@@ -70,6 +70,42 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
     return SC_HANDLER_OK;
 }
 
+/* The whole batch in one multi-row INSERT. Events it must refuse are
+ * decided without touching the database; if the INSERT fails, nothing of
+ * it happened and handle() per event finds the culprit. */
+static int handle_batch(void *state, struct st_mysql *conn, const struct sc_event *const *events,
+                        size_t n, sc_handler_status *status, char *reasons, size_t reason_len)
+{
+    (void)state;
+    size_t cap = 160 + n * 96, off = 0, rows = 0;
+    char *sql = malloc(cap);
+    if (!sql)
+        return -1;
+    off = (size_t)snprintf(sql, cap, "INSERT INTO notification_job (event_id, order_id, "
+                           "source_version, status, created_at) VALUES ");
+    for (size_t i = 0; i < n; i++) {
+        const struct sc_event *ev = events[i];
+        long long order_id;
+        status[i] = SC_HANDLER_OK;
+        if (strcmp(ev->type, "ORDER_ACCEPTED") != 0)
+            continue;
+        if (parse_order_id(ev->subject, &order_id) || !ev->has_eventversion ||
+            ev->eventversion < INT32_MIN || ev->eventversion > INT32_MAX) {
+            /* handle() words the reason */
+            status[i] = handle(state, NULL, ev, reasons + i * reason_len, reason_len);
+            continue;
+        }
+        off += (size_t)snprintf(sql + off, cap - off, "%s('%s', %lld, %" PRId64 ", 'PENDING', UTC_TIMESTAMP(6))",
+                                rows ? ", " : "", ev->id, order_id, ev->eventversion);
+        rows++;
+    }
+    int rc = 0;
+    if (rows && mysql_real_query(conn, sql, off) != 0)
+        rc = -1;
+    free(sql);
+    return rc;
+}
+
 static const struct sc_handler_v1 notification_job_handler = {
     .abi_version = SC_HANDLER_ABI_VERSION,
     .struct_size = sizeof(struct sc_handler_v1),
@@ -77,6 +113,7 @@ static const struct sc_handler_v1 notification_job_handler = {
     .init = NULL,
     .handle = handle,
     .shutdown = NULL,
+    .handle_batch = handle_batch,
 };
 
 __attribute__((visibility("default"))) const struct sc_handler_v1 *sc_handler_v1(void)

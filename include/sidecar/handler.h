@@ -7,7 +7,8 @@
  * returning a pointer to a constant struct that lives as long as the library.
  * The sidecar opens the file with RTLD_NOW|RTLD_LOCAL and refuses it, before
  * calling anything else, when the symbol is missing, abi_version is not
- * SC_HANDLER_ABI_VERSION, struct_size is smaller than the v1 struct, or name
+ * SC_HANDLER_ABI_VERSION, struct_size is smaller than the first v1 struct
+ * (SC_HANDLER_V1_MIN_SIZE), or name
  * or handle is NULL.
  *
  * Rules for handle():
@@ -80,7 +81,22 @@ struct sc_handler_v1 {
 
     /* Optional. Called once at exit. */
     void (*shutdown)(void *state);
+
+    /* ---- appended after 0.1; used only when struct_size covers it ---- */
+
+    /* Optional. Handles n events of a batch at once, inside the open
+     * transaction, after their consumed_event rows were inserted. For each
+     * event set status[i] (and a reason in reasons + i * reason_len for
+     * RETRY and REJECT). Every OK event's effect is done; every RETRY or
+     * REJECT event has no effect at all. Return non-zero when that cannot be
+     * promised (a statement failed halfway): the sidecar then rolls the
+     * batch back and calls handle() per event instead. */
+    int (*handle_batch)(void *state, struct st_mysql *conn, const struct sc_event *const *events,
+                        size_t n, sc_handler_status *status, char *reasons, size_t reason_len);
 };
+
+/* Size of the struct before handle_batch was appended. */
+#define SC_HANDLER_V1_MIN_SIZE 40u
 
 typedef const struct sc_handler_v1 *(*sc_handler_v1_fn)(void);
 

@@ -1,4 +1,5 @@
-/* Deliberately broken handlers for the loader test; one per BAD_* macro. */
+/* Deliberately broken handlers for the loader test, one per BAD_* macro;
+ * BAD_OLD is not broken: it is a handler built before handle_batch existed. */
 #include <stdio.h>
 
 #include "sidecar/handler.h"
@@ -25,6 +26,8 @@ static const struct sc_handler_v1 h = {
 #endif
 #ifdef BAD_SIZE
     .struct_size = 16,
+#elif defined(BAD_OLD)
+    .struct_size = 40, /* built against the header before handle_batch */
 #else
     .struct_size = sizeof(struct sc_handler_v1),
 #endif

@@ -17,7 +17,9 @@ int main(void)
     is_int(offsetof(struct sc_handler_v1, init), 16, "init at 16");
     is_int(offsetof(struct sc_handler_v1, handle), 24, "handle at 24");
     is_int(offsetof(struct sc_handler_v1, shutdown), 32, "shutdown at 32");
-    is_int(sizeof(struct sc_handler_v1), 40, "v1 struct is 40 bytes (LP64)");
+    is_int(offsetof(struct sc_handler_v1, handle_batch), 40, "handle_batch appended at 40");
+    is_int(SC_HANDLER_V1_MIN_SIZE, 40, "the first v1 struct was 40 bytes: older handlers stay loadable");
+    is_int(sizeof(struct sc_handler_v1), 48, "v1 struct is 48 bytes now (LP64)");
     is_int(offsetof(struct sc_event, id), 0, "event.id");
     is_int(offsetof(struct sc_event, subject), 24, "event.subject");
     is_int(offsetof(struct sc_event, eventversion), 40, "event.eventversion");

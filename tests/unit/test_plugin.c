@@ -33,9 +33,16 @@ int main(int argc, char **argv)
     refused(dir, "no_such_handler.so", "cannot load", "missing file");
 
     struct sc_plugin p;
-    char err[1024] = "";
+    char err[1024] = "", path[1024];
     ok(sc_plugin_load(&p, argv[2], "{}", err, sizeof err) == 0, "sample handler loads (%s)", err);
     is_str(p.h ? p.h->name : NULL, "notification_job", "sample handler name");
+    ok(p.handle_batch != NULL, "the sample handler offers handle_batch");
+    sc_plugin_unload(&p);
+
+    snprintf(path, sizeof path, "%s/bad_old.so", dir);
+    ok(sc_plugin_load(&p, path, "{}", err, sizeof err) == 0,
+       "a handler built before handle_batch (struct_size 40) still loads (%s)", err);
+    ok(p.handle_batch == NULL, "and its handle_batch is not read past its struct_size");
     sc_plugin_unload(&p);
     return done();
 }
