@@ -13,8 +13,10 @@
 #include "db.h"
 #include "event.h"
 #include "fault.h"
+#include "http.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "metrics.h"
 #include "plugin.h"
 
 #define RECEIVE_POLL_MS 200
@@ -34,15 +36,11 @@
 #define H_ORIG_ROUTING_KEY "x-sidecar-original-routing-key"
 #define H_LAST_ERROR "x-sidecar-last-error"
 
-struct consumer_stats {
-    atomic_ulong applied, duplicate, retried, dead_lettered, unknown, malformed;
-};
-
 struct consumer {
     const struct sc_config *cfg;
     const struct sc_consumer_config *k;
     struct sc_plugin plugin;
-    struct consumer_stats stats;
+    struct sc_consumer_metrics m;
 };
 
 struct worker {
@@ -55,6 +53,7 @@ struct worker {
     int64_t last_db_use_ms;
     struct item *items;  /* batch_max deliveries */
     char *reasons;       /* batch_max * REASON_LEN, for handle_batch */
+    int up_db, up_amqp, up_consuming; /* this worker's part of the gauges */
 };
 
 /* What the loop does after a delivery. */
@@ -244,8 +243,10 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
             evs[k++] = &items[i].ev.ev;
         }
     memset(w->reasons, 0, (size_t)k * REASON_LEN);
+    int64_t t0 = now_us();
     int rc = c->plugin.handle_batch(c->plugin.state, w->db.conn, evs, (size_t)k, st, w->reasons,
                                     REASON_LEN);
+    sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
     sc_db_last_error(&w->db, &e);
     if (rc != 0) {
         if (e.cls == SC_DBERR_CONNECTION)
@@ -324,8 +325,10 @@ static enum txn run_fast(struct worker *w, struct item *items, int n, int open)
         if (!it->parsed || it->d != D_OPEN)
             continue;
         char reason[512] = "";
+        int64_t t0 = now_us();
         sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev,
                                                    reason, sizeof reason);
+        sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
         sc_db_last_error(&w->db, &e);
         if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
             return TXN_LOST;
@@ -411,8 +414,10 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
         SC_FAULT("consumer.after_insert");
 
         char reason[512] = "";
+        int64_t t0 = now_us();
         sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev,
                                                    reason, sizeof reason);
+        sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
         sc_db_last_error(&w->db, &e);
         if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
             return TXN_LOST; /* nothing was committed; the broker redelivers */
@@ -459,7 +464,10 @@ static enum txn finish(struct worker *w, struct item *items, int n, int applied)
         return TXN_EMPTY;
     }
     SC_FAULT("consumer.before_commit");
-    if (sc_db_commit(&w->db, &e)) {
+    int64_t t0 = now_us();
+    int failed = sc_db_commit(&w->db, &e);
+    sc_hist_observe(&w->c->m.commit_seconds, (double)(now_us() - t0) / 1e6);
+    if (failed) {
         for (int i = 0; i < n; i++) {
             if (items[i].d != D_APPLIED)
                 continue;
@@ -528,28 +536,29 @@ static int publish_retry(struct worker *w, struct item *it)
 
 static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
 {
-    struct consumer_stats *s = &w->c->stats;
+    atomic_ullong *out = w->c->m.outcomes;
     switch (it->d) {
     case D_APPLIED:
-        atomic_fetch_add(&s->applied, 1);
+        atomic_fetch_add(&out[SC_OUT_APPLIED], 1);
+        sc_hist_observe(&w->c->m.receive_to_commit, (double)(committed_us - it->received_us) / 1e6);
         it->lf.outcome = "applied";
         it->lf.duration_us = (uint64_t)(committed_us - it->received_us);
         sc_log(SC_LOG_INFO, &it->lf, "applied");
         break;
     case D_DUPLICATE:
-        atomic_fetch_add(&s->duplicate, 1);
+        atomic_fetch_add(&out[SC_OUT_DUPLICATE], 1);
         it->lf.outcome = "duplicate";
         sc_log(SC_LOG_INFO, &it->lf, "already consumed (1062 on %s): acked without effect",
                SC_CONSUMED_EVENT_CONSTRAINT);
         break;
     case D_RETRY:
-        atomic_fetch_add(&s->retried, 1);
+        atomic_fetch_add(&out[SC_OUT_RETRIED], 1);
         it->lf.outcome = "retried";
         sc_log(SC_LOG_WARN, &it->lf, "will retry (attempt %d of %d): %s", it->attempt + 1,
                w->c->k->max_attempts, it->why);
         break;
     case D_DEAD:
-        atomic_fetch_add(&s->dead_lettered, 1);
+        atomic_fetch_add(&out[SC_OUT_DEAD_LETTERED], 1);
         it->lf.outcome = "dead_lettered";
         sc_log(SC_LOG_WARN, &it->lf, "dead-lettered to %s: %s", w->c->k->dead_letter_queue,
                it->why);
@@ -639,7 +648,7 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
             it->parsed = 0;
             it->d = D_DEAD;
             snprintf(it->why, sizeof it->why, "malformed: %s", reason);
-            atomic_fetch_add(&w->c->stats.malformed, 1);
+            atomic_fetch_add(&w->c->m.outcomes[SC_OUT_MALFORMED], 1);
             it->lf.outcome = "malformed";
             sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
             it->lf.outcome = NULL;
@@ -655,6 +664,7 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
         }
     }
 
+    sc_hist_observe(&w->c->m.batch_size, n);
     enum txn t = parsed ? run_transaction(w, items, n) : TXN_EMPTY;
     if (t == TXN_DEADLOCK) {
         sc_log(SC_LOG_WARN, &items[0].lf, "deadlock: retrying the batch of %d", n);
@@ -705,7 +715,7 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
         for (int i = 0; i < n; i++) {
             if (items[i].d != D_APPLIED && items[i].d != D_REQUEUE)
                 continue;
-            atomic_fetch_add(&w->c->stats.unknown, 1);
+            atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
             items[i].lf.outcome = "unknown";
             sc_log(SC_LOG_ERROR, &items[i].lf, "COMMIT failed, outcome unknown: not acked, "
                    "returned for redelivery: %s", items[i].why);
@@ -726,11 +736,22 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
 
 /* ---- sessions and workers ------------------------------------------------ */
 
+/* Moves this worker's contribution to a connection gauge. */
+static void gauge(atomic_int *g, int *mine, int up)
+{
+    if (*mine != up)
+        atomic_fetch_add(g, up ? 1 : -1);
+    *mine = up;
+}
+
 static void session_close(struct worker *w)
 {
     sc_amqp_close(&w->in);
     sc_amqp_close(&w->out);
     sc_db_close(&w->db);
+    gauge(&w->c->m.db_connected, &w->up_db, 0);
+    gauge(&w->c->m.amqp_connected, &w->up_amqp, 0);
+    gauge(&w->c->m.consuming, &w->up_consuming, 0);
 }
 
 static int session_open(struct worker *w)
@@ -746,6 +767,7 @@ static int session_open(struct worker *w)
         sc_log(SC_LOG_WARN, &lf, "database connect failed: %s", e.msg);
         return -1;
     }
+    gauge(&w->c->m.db_connected, &w->up_db, 1);
     snprintf(name, sizeof name, "sidecar consume %s worker %d", k->name, w->index);
     if (sc_amqp_connect(&w->in, cfg, name, err, sizeof err) ||
         sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {
@@ -759,10 +781,12 @@ static int session_open(struct worker *w)
         return -1;
     }
     snprintf(name, sizeof name, "sidecar-%s-%d", k->name, w->index);
+    gauge(&w->c->m.amqp_connected, &w->up_amqp, 1);
     if (sc_amqp_start_consume(&w->in, k->queue, k->prefetch, name, err, sizeof err)) {
         sc_log(SC_LOG_WARN, &lf, "broker: %s", err);
         return -1;
     }
+    gauge(&w->c->m.consuming, &w->up_consuming, 1);
     w->last_db_use_ms = now_ms();
     sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)",
            w->index, k->queue, k->prefetch, w->db.thread_id);
@@ -866,6 +890,7 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
         char err[1024];
         cs[i].cfg = cfg;
         cs[i].k = &cfg->consumers[i];
+        sc_consumer_metrics_init(&cs[i].m, cs[i].k->name, cs[i].k->workers);
         if (sc_plugin_load(&cs[i].plugin, cs[i].k->handler, cs[i].k->handler_config, err,
                            sizeof err)) {
             struct sc_log_fields lf = {.consumer = cs[i].k->name};
@@ -893,10 +918,23 @@ int sc_consume_run(const struct sc_config *cfg)
         return 2;
     }
     size_t n_workers = 0;
-    for (size_t i = 0; i < cfg->n_consumers; i++)
+    for (size_t i = 0; i < cfg->n_consumers; i++) {
         n_workers += (size_t)cfg->consumers[i].workers;
+        sc_metrics_register_consumer(&cs[i].m);
+    }
     struct worker *ws = calloc(n_workers, sizeof *ws);
+    struct sc_http *http = NULL;
+    char err[512];
+    if (ws && strcmp(cfg->http_listen, "off") != 0 &&
+        !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
+        fprintf(stderr, "sidecar: %s\n", err);
+        sc_error("%s", err);
+        free(ws);
+        ws = NULL;
+    }
     if (!ws) {
+        for (size_t i = 0; i < cfg->n_consumers; i++)
+            sc_plugin_unload(&cs[i].plugin);
         free(cs);
         return 1;
     }
@@ -923,15 +961,16 @@ int sc_consume_run(const struct sc_config *cfg)
     }
     for (size_t i = 0; i < started; i++)
         pthread_join(ws[i].thread, NULL);
+    sc_http_stop(http); /* before the metrics it reads go away */
     for (size_t i = 0; i < cfg->n_consumers; i++) {
-        struct consumer_stats *s = &cs[i].stats;
+        atomic_ullong *o = cs[i].m.outcomes;
         struct sc_log_fields lf = {.consumer = cs[i].k->name};
         sc_log(SC_LOG_INFO, &lf,
-               "stopped: applied=%lu duplicate=%lu retried=%lu dead_lettered=%lu unknown=%lu "
-               "malformed=%lu",
-               atomic_load(&s->applied), atomic_load(&s->duplicate), atomic_load(&s->retried),
-               atomic_load(&s->dead_lettered), atomic_load(&s->unknown),
-               atomic_load(&s->malformed));
+               "stopped: applied=%llu duplicate=%llu retried=%llu dead_lettered=%llu unknown=%llu "
+               "malformed=%llu",
+               atomic_load(&o[SC_OUT_APPLIED]), atomic_load(&o[SC_OUT_DUPLICATE]),
+               atomic_load(&o[SC_OUT_RETRIED]), atomic_load(&o[SC_OUT_DEAD_LETTERED]),
+               atomic_load(&o[SC_OUT_UNKNOWN]), atomic_load(&o[SC_OUT_MALFORMED]));
         sc_plugin_unload(&cs[i].plugin);
     }
     for (size_t i = 0; i < n_workers; i++) {

@@ -13,6 +13,8 @@
 #include "fault.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "http.h"
+#include "metrics.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
@@ -40,8 +42,18 @@ struct relay {
     struct sc_publish *msgs;
     MYSQL_BIND *binds;
     unsigned long *lens;
-    unsigned long long published, lease_lost, returned, nacked, unconfirmed, batches;
+    struct sc_relay_metrics m;
+    int64_t last_gauge_ms;
 };
+
+#define GAUGE_REFRESH_MS 5000
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- database ------------------------------------------------------------ */
 
@@ -231,7 +243,7 @@ static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
         if (owned[i]) {
             keep[n_keep++] = acked[i];
         } else {
-            r->lease_lost++;
+            atomic_fetch_add(&r->m.lease_lost, 1);
             struct sc_log_fields lf = {.event_id = r->rows[acked[i]].event_id, .outcome = "lease_lost"};
             sc_log(SC_LOG_WARN, &lf,
                    "lease lost before marking PUBLISHED: another worker owns the row now; left as it is");
@@ -248,7 +260,7 @@ static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
     }
     if (sc_db_commit(&r->db, e))
         return -1;
-    r->published += (unsigned long long)n_keep;
+    atomic_fetch_add(&r->m.published, (unsigned long long)n_keep);
     return 0;
 }
 
@@ -298,6 +310,7 @@ static int connect_amqp(struct relay *r)
         sc_amqp_close(&r->amqp);
         return -1;
     }
+    atomic_store(&r->m.amqp_connected, 1);
     return 0;
 }
 
@@ -309,6 +322,7 @@ static int connect_db(struct relay *r)
         sc_db_close(&r->db);
         return -1;
     }
+    atomic_store(&r->m.db_connected, 1);
     return 0;
 }
 
@@ -324,8 +338,11 @@ static int publish_batch(struct relay *r, int n)
         }
     }
     char err[512] = "";
+    int64_t t0 = now_ms();
     int rc = sc_amqp_publish_confirmed(&r->amqp, r->msgs, (size_t)n, r->rc->confirm_timeout_ms, err,
                                        sizeof err);
+    sc_hist_observe(&r->m.confirm_seconds, (double)(now_ms() - t0) / 1000.0);
+    sc_hist_observe(&r->m.batch_size, n);
     if (rc < 0) {
         sc_warn("relay: publishing failed, the batch is left to its lease: %s", err);
         failed = 1;
@@ -338,7 +355,7 @@ static int publish_batch(struct relay *r, int n)
             acked[n_acked++] = i;
             break;
         case SC_PUB_RETURNED:
-            r->returned++;
+            atomic_fetch_add(&r->m.returned, 1);
             lf.outcome = "returned";
             sc_log(SC_LOG_WARN, &lf,
                    "unroutable: no queue is bound to exchange %s for routing key %s; the row stays "
@@ -346,12 +363,12 @@ static int publish_batch(struct relay *r, int n)
                    r->rc->exchange, r->rows[i].event_type);
             break;
         case SC_PUB_NACKED:
-            r->nacked++;
+            atomic_fetch_add(&r->m.nacked, 1);
             lf.outcome = "nacked";
             sc_log(SC_LOG_WARN, &lf, "nacked by the broker; retried after the lease");
             break;
         default:
-            r->unconfirmed++;
+            atomic_fetch_add(&r->m.unconfirmed, 1);
             lf.outcome = "unconfirmed";
             sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease",
                    sc_publish_result_name(r->msgs[i].result));
@@ -366,9 +383,33 @@ static int publish_batch(struct relay *r, int n)
         sc_db_close(&r->db);
         return -1;
     }
-    r->batches++;
+    atomic_fetch_add(&r->m.batches, 1);
     sc_debug("relay: batch of %d claimed, %d confirmed and marked", n, n_acked);
     return failed ? -1 : 0;
+}
+
+/* The pending-count and oldest-pending-age gauges: one cheap indexed query
+ * every few seconds, cached for /metrics. */
+static void refresh_gauges(struct relay *r)
+{
+    if (now_ms() - r->last_gauge_ms < GAUGE_REFRESH_MS)
+        return;
+    r->last_gauge_ms = now_ms();
+    static const char sql[] =
+        "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) "
+        "FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')";
+    struct sc_db_err e = {0};
+    if (mysql_real_query(r->db.conn, sql, sizeof sql - 1) == 0) {
+        MYSQL_RES *res = mysql_store_result(r->db.conn);
+        MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+        if (row && row[0] && row[1]) {
+            atomic_store(&r->m.pending, atoll(row[0]));
+            atomic_store(&r->m.oldest_pending_age_ms, atoll(row[1]) / 1000);
+        }
+        if (res)
+            mysql_free_result(res);
+    }
+    sc_db_rollback(&r->db, &e); /* end the read's transaction */
 }
 
 static void default_worker_id(char *out, size_t len)
@@ -399,6 +440,16 @@ int sc_relay_run(const struct sc_config *cfg)
     r.lens = calloc((size_t)batch + 2, sizeof *r.lens);
     if (!r.rows || !r.msgs || !r.binds || !r.lens)
         return 1;
+    sc_relay_metrics_init(&r.m, r.worker_id);
+    sc_metrics_register_relay(&r.m);
+    struct sc_http *http = NULL;
+    char err[512];
+    if (strcmp(cfg->http_listen, "off") != 0 &&
+        !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
+        fprintf(stderr, "sidecar: %s\n", err);
+        sc_error("%s", err);
+        return 1;
+    }
     sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms)", r.worker_id,
             r.rc->exchange, batch, r.rc->lease_ms);
 
@@ -412,30 +463,40 @@ int sc_relay_run(const struct sc_config *cfg)
         }
         backoff = BACKOFF_MIN_MS;
         struct sc_db_err e = {0};
+        refresh_gauges(&r);
         int n = claim(&r, &e);
         if (n < 0) {
             sc_warn("relay: claim failed: error %u (SQLSTATE %s): %s", e.code, e.sqlstate, e.msg);
             sc_db_close(&r.db);
+            atomic_store(&r.m.db_connected, 0);
             continue;
         }
         if (n == 0) {
             /* Idle: back off up to poll_ms, and keep the broker connection's
              * heartbeats going meanwhile. */
-            if (sc_amqp_service(&r.amqp))
+            if (sc_amqp_service(&r.amqp)) {
                 sc_amqp_close(&r.amqp);
+                atomic_store(&r.m.amqp_connected, 0);
+            }
             sc_sleep_ms(poll);
             poll = poll * 2 > r.rc->poll_ms ? r.rc->poll_ms : poll * 2;
             continue;
         }
         poll = POLL_MIN_MS;
         SC_FAULT("relay.after_claim");
-        if (publish_batch(&r, n))
+        if (publish_batch(&r, n)) {
             sc_amqp_close(&r.amqp);
+            atomic_store(&r.m.amqp_connected, 0);
+            atomic_store(&r.m.db_connected, sc_db_connected(&r.db));
+        }
         free_rows(&r, n);
     }
     sc_info("relay %s stopped: published=%llu lease_lost=%llu returned=%llu nacked=%llu "
             "unconfirmed=%llu batches=%llu",
-            r.worker_id, r.published, r.lease_lost, r.returned, r.nacked, r.unconfirmed, r.batches);
+            r.worker_id, atomic_load(&r.m.published), atomic_load(&r.m.lease_lost),
+            atomic_load(&r.m.returned), atomic_load(&r.m.nacked), atomic_load(&r.m.unconfirmed),
+            atomic_load(&r.m.batches));
+    sc_http_stop(http);
     sc_amqp_close(&r.amqp);
     sc_db_close(&r.db);
     free(r.rows);

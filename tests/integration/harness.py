@@ -180,6 +180,7 @@ class Sidecar:
         consumer.update(consumer_extra or {})
         self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
                        "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_URL"]},
+                       "http": {"listen": "127.0.0.1:0"},
                        "consumers": [consumer]}
         self.config.update(extra or {})
         self.config_path = os.path.join(self.dir, "sidecar.json")
@@ -192,7 +193,7 @@ class Sidecar:
         self.runs = 0
         self.log_paths = []
 
-    def start(self, env=None):
+    def start(self, env=None, wait=True):
         e = dict(self.env)
         e.update(env or {})
         self.runs += 1
@@ -202,6 +203,8 @@ class Sidecar:
         wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()  # e.g. valgrind
         self.proc = subprocess.Popen([*wrapper, SIDECAR, "consume", "-c", self.config_path], env=e,
                                      stdout=self.log_file, stderr=subprocess.STDOUT)
+        if not wait:
+            return True
         # Ready once the worker says it is consuming (the queue is declared).
         ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(self.runs))
                            or self.proc.poll() is not None, timeout=30)
@@ -220,6 +223,23 @@ class Sidecar:
                         except ValueError:
                             pass
         return out
+
+    def http_port(self):
+        """The port the HTTP endpoints were given (http.listen port 0)."""
+        for l in self.lines():
+            m = l.get("msg", "")
+            if m.startswith("http: /metrics"):
+                return int(m.rsplit(":", 1)[1])
+        return None
+
+    def get(self, path):
+        import urllib.request
+        import urllib.error
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port()}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def outcomes(self, outcome, run=None):
         return [l for l in self.lines(run) if l.get("outcome") == outcome]
@@ -377,6 +397,7 @@ class Relay:
         self.dir = tempfile.mkdtemp(prefix="sc-relay-")
         self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
                        "mysql": {"url": os.environ["SC_TEST_MYSQL_URL"]},
+                       "http": {"listen": "127.0.0.1:0"},
                        "relay": {"worker_id": self.worker_id, "exchange": exchange, "batch": batch,
                                  "lease_ms": lease_ms, "poll_ms": poll_ms,
                                  "confirm_timeout_ms": confirm_timeout_ms}}
@@ -398,6 +419,8 @@ class Relay:
         return self
 
     lines = Sidecar.lines
+    http_port = Sidecar.http_port
+    get = Sidecar.get
     outcomes = Sidecar.outcomes
     text = Sidecar.text
     stop = Sidecar.stop

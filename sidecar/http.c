@@ -1,0 +1,103 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "metrics.h"
+
+struct sc_http {
+    struct MHD_Daemon *d;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
+                             int owned)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **state)
+{
+    (void)cls;
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)state;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply(c, 405, "text/plain", "method not allowed\n", 0);
+    if (strcmp(url, "/metrics") == 0) {
+        char *body = sc_metrics_render();
+        if (!body)
+            return reply(c, 500, "text/plain", "out of memory\n", 0);
+        return reply(c, 200, "text/plain; version=0.0.4", body, 1);
+    }
+    if (strcmp(url, "/healthz") == 0)
+        return reply(c, 200, "text/plain", "ok\n", 0);
+    if (strcmp(url, "/readyz") == 0) {
+        char why[512], body[600];
+        int ready = sc_metrics_ready(why, sizeof why);
+        snprintf(body, sizeof body, "%s\n", why);
+        return reply(c, ready ? 200 : 503, "text/plain", body, 0);
+    }
+    return reply(c, 404, "text/plain", "not found: /metrics, /healthz, /readyz\n", 0);
+}
+
+struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host) {
+        snprintf(err, err_len, "http.listen: expected host:port, got \"%s\"", listen);
+        return NULL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((unsigned short)port);
+    if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        snprintf(err, err_len, "http.listen: expected an IPv4 address and port, got \"%s\"", listen);
+        return NULL;
+    }
+    struct sc_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                            on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, err_len, "http.listen: cannot listen on %s (in use, or not a local address)",
+                 listen);
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    sc_info("http: /metrics /healthz /readyz on %s:%u", host, info ? info->port : (unsigned)port);
+    return h;
+}
+
+void sc_http_stop(struct sc_http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

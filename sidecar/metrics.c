@@ -1,0 +1,249 @@
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double sc_seconds_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                    0.25,   0.5,   1,      2.5,   5,    10};
+const int sc_seconds_n = sizeof sc_seconds_bounds / sizeof *sc_seconds_bounds;
+const double sc_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000};
+const int sc_batch_n = sizeof sc_batch_bounds / sizeof *sc_batch_bounds;
+
+#define MAX_REGISTERED 64
+static struct sc_consumer_metrics *consumers[MAX_REGISTERED];
+static atomic_int n_consumers;
+static struct sc_relay_metrics *relay;
+
+void sc_hist_init(struct sc_hist *h, const double *bounds, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->bounds = bounds;
+    h->n = n < SC_HIST_MAX_BUCKETS ? n : SC_HIST_MAX_BUCKETS;
+}
+
+void sc_hist_observe(struct sc_hist *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    if (i < h->n)
+        atomic_fetch_add(&h->buckets[i], 1); /* cumulated when rendered */
+    atomic_fetch_add(&h->count, 1);
+    atomic_fetch_add(&h->sum_micro, (unsigned long long)(v * 1e6 + 0.5));
+}
+
+void sc_consumer_metrics_init(struct sc_consumer_metrics *m, const char *name, int workers)
+{
+    memset(m, 0, sizeof *m);
+    m->name = name;
+    m->workers = workers;
+    sc_hist_init(&m->batch_size, sc_batch_bounds, sc_batch_n);
+    sc_hist_init(&m->receive_to_commit, sc_seconds_bounds, sc_seconds_n);
+    sc_hist_init(&m->handler_seconds, sc_seconds_bounds, sc_seconds_n);
+    sc_hist_init(&m->commit_seconds, sc_seconds_bounds, sc_seconds_n);
+}
+
+void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
+{
+    memset(m, 0, sizeof *m);
+    m->worker_id = worker_id;
+    sc_hist_init(&m->confirm_seconds, sc_seconds_bounds, sc_seconds_n);
+    sc_hist_init(&m->batch_size, sc_batch_bounds, sc_batch_n);
+    atomic_store(&m->pending, -1);
+    atomic_store(&m->oldest_pending_age_ms, -1);
+}
+
+void sc_metrics_register_consumer(struct sc_consumer_metrics *m)
+{
+    int i = atomic_fetch_add(&n_consumers, 1);
+    if (i < MAX_REGISTERED)
+        consumers[i] = m;
+}
+
+void sc_metrics_register_relay(struct sc_relay_metrics *m)
+{
+    relay = m;
+}
+
+struct out {
+    char *p;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3))) static void emit(struct out *o, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (o->len + (size_t)n < o->cap) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = (o->cap + (size_t)n) * 2;
+        char *p = realloc(o->p, cap);
+        if (!p)
+            return;
+        o->p = p;
+        o->cap = cap;
+    }
+}
+
+/* Label values are consumer names and worker ids: escape \ " and newline. */
+static const char *esc(const char *s, char *buf, size_t len)
+{
+    size_t j = 0;
+    for (; *s && j + 2 < len; s++) {
+        if (*s == '\\' || *s == '"') {
+            buf[j++] = '\\';
+            buf[j++] = *s;
+        } else if (*s == '\n') {
+            buf[j++] = '\\';
+            buf[j++] = 'n';
+        } else {
+            buf[j++] = *s;
+        }
+    }
+    buf[j] = 0;
+    return buf;
+}
+
+static void hist(struct out *o, const char *name, const char *labels, const struct sc_hist *h)
+{
+    unsigned long long cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += atomic_load(&h->buckets[i]);
+        emit(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, h->bounds[i], cum);
+    }
+    unsigned long long count = atomic_load(&h->count);
+    emit(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, count);
+    emit(o, "%s_sum{%s} %.6f\n", name, labels, (double)atomic_load(&h->sum_micro) / 1e6);
+    emit(o, "%s_count{%s} %llu\n", name, labels, count);
+}
+
+static const char *const outcome_names[SC_OUT_COUNT] = {"applied", "duplicate", "retried",
+                                                        "dead_lettered", "unknown", "malformed"};
+
+char *sc_metrics_render(void)
+{
+    struct out o = {malloc(8192), 0, 8192};
+    if (!o.p)
+        return NULL;
+    o.p[0] = 0;
+    int n = atomic_load(&n_consumers);
+    if (n > MAX_REGISTERED)
+        n = MAX_REGISTERED;
+    char e[300], lab[400];
+    if (n > 0) {
+        emit(&o, "# HELP sidecar_messages_total Deliveries handled, by outcome.\n"
+                 "# TYPE sidecar_messages_total counter\n");
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < SC_OUT_COUNT; k++)
+                emit(&o, "sidecar_messages_total{consumer=\"%s\",outcome=\"%s\"} %llu\n",
+                     esc(consumers[i]->name, e, sizeof e), outcome_names[k],
+                     atomic_load(&consumers[i]->outcomes[k]));
+        static const struct {
+            const char *name, *help;
+            size_t off;
+        } hs[] = {
+            {"sidecar_batch_size", "Deliveries per transaction.",
+             offsetof(struct sc_consumer_metrics, batch_size)},
+            {"sidecar_receive_to_commit_seconds", "From receiving a delivery to its COMMIT.",
+             offsetof(struct sc_consumer_metrics, receive_to_commit)},
+            {"sidecar_handler_seconds", "Time in the handler per call.",
+             offsetof(struct sc_consumer_metrics, handler_seconds)},
+            {"sidecar_commit_seconds", "Time of COMMIT.",
+             offsetof(struct sc_consumer_metrics, commit_seconds)},
+        };
+        for (size_t j = 0; j < sizeof hs / sizeof *hs; j++) {
+            emit(&o, "# HELP %s %s\n# TYPE %s histogram\n", hs[j].name, hs[j].help, hs[j].name);
+            for (int i = 0; i < n; i++) {
+                snprintf(lab, sizeof lab, "consumer=\"%s\"", esc(consumers[i]->name, e, sizeof e));
+                hist(&o, hs[j].name, lab, (const struct sc_hist *)((const char *)consumers[i] + hs[j].off));
+            }
+        }
+        emit(&o, "# HELP sidecar_workers Worker threads configured.\n# TYPE sidecar_workers gauge\n");
+        for (int i = 0; i < n; i++)
+            emit(&o, "sidecar_workers{consumer=\"%s\"} %d\n", esc(consumers[i]->name, e, sizeof e),
+                 consumers[i]->workers);
+        emit(&o, "# HELP sidecar_connected Workers connected, by server.\n# TYPE sidecar_connected gauge\n");
+        for (int i = 0; i < n; i++) {
+            esc(consumers[i]->name, e, sizeof e);
+            emit(&o, "sidecar_connected{consumer=\"%s\",server=\"mysql\"} %d\n", e,
+                 atomic_load(&consumers[i]->db_connected));
+            emit(&o, "sidecar_connected{consumer=\"%s\",server=\"amqp\"} %d\n", e,
+                 atomic_load(&consumers[i]->amqp_connected));
+        }
+        emit(&o, "# HELP sidecar_consuming Workers consuming.\n# TYPE sidecar_consuming gauge\n");
+        for (int i = 0; i < n; i++)
+            emit(&o, "sidecar_consuming{consumer=\"%s\"} %d\n", esc(consumers[i]->name, e, sizeof e),
+                 atomic_load(&consumers[i]->consuming));
+    }
+    if (relay) {
+        struct sc_relay_metrics *r = relay;
+        snprintf(lab, sizeof lab, "worker=\"%s\"", esc(r->worker_id, e, sizeof e));
+        emit(&o, "# HELP sidecar_relay_published_total Events confirmed by the broker and marked PUBLISHED.\n"
+                 "# TYPE sidecar_relay_published_total counter\nsidecar_relay_published_total{%s} %llu\n",
+             lab, atomic_load(&r->published));
+        emit(&o, "# HELP sidecar_relay_lease_lost_total Confirmed events whose lease another worker held at marking.\n"
+                 "# TYPE sidecar_relay_lease_lost_total counter\nsidecar_relay_lease_lost_total{%s} %llu\n",
+             lab, atomic_load(&r->lease_lost));
+        emit(&o, "# HELP sidecar_relay_returned_total Unroutable events (basic.return).\n"
+                 "# TYPE sidecar_relay_returned_total counter\nsidecar_relay_returned_total{%s} %llu\n",
+             lab, atomic_load(&r->returned));
+        emit(&o, "# HELP sidecar_relay_nacked_total Events nacked by the broker.\n"
+                 "# TYPE sidecar_relay_nacked_total counter\nsidecar_relay_nacked_total{%s} %llu\n",
+             lab, atomic_load(&r->nacked));
+        emit(&o, "# HELP sidecar_relay_unconfirmed_total Events without a confirm in time.\n"
+                 "# TYPE sidecar_relay_unconfirmed_total counter\nsidecar_relay_unconfirmed_total{%s} %llu\n",
+             lab, atomic_load(&r->unconfirmed));
+        emit(&o, "# HELP sidecar_relay_confirm_seconds From publishing a batch to its last confirm.\n"
+                 "# TYPE sidecar_relay_confirm_seconds histogram\n");
+        hist(&o, "sidecar_relay_confirm_seconds", lab, &r->confirm_seconds);
+        emit(&o, "# HELP sidecar_relay_batch_size Rows per claim.\n# TYPE sidecar_relay_batch_size histogram\n");
+        hist(&o, "sidecar_relay_batch_size", lab, &r->batch_size);
+        long long pending = atomic_load(&r->pending), age = atomic_load(&r->oldest_pending_age_ms);
+        if (pending >= 0) {
+            emit(&o, "# HELP sidecar_relay_pending Outbox rows not yet PUBLISHED (cached, refreshed every few seconds).\n"
+                     "# TYPE sidecar_relay_pending gauge\nsidecar_relay_pending{%s} %lld\n", lab, pending);
+            emit(&o, "# HELP sidecar_relay_oldest_pending_age_seconds Age of the oldest row not yet PUBLISHED.\n"
+                     "# TYPE sidecar_relay_oldest_pending_age_seconds gauge\n"
+                     "sidecar_relay_oldest_pending_age_seconds{%s} %.3f\n", lab, age > 0 ? (double)age / 1000 : 0.0);
+        }
+        emit(&o, "# HELP sidecar_relay_connected Connected to the server.\n# TYPE sidecar_relay_connected gauge\n"
+                 "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
+             lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));
+    }
+    return o.p;
+}
+
+int sc_metrics_ready(char *why, size_t why_len)
+{
+    int n = atomic_load(&n_consumers);
+    for (int i = 0; i < n && i < MAX_REGISTERED; i++) {
+        struct sc_consumer_metrics *m = consumers[i];
+        if (atomic_load(&m->consuming) < m->workers) {
+            snprintf(why, why_len, "consumer %s: %d of %d workers consuming (mysql %d, amqp %d)",
+                     m->name, atomic_load(&m->consuming), m->workers,
+                     atomic_load(&m->db_connected), atomic_load(&m->amqp_connected));
+            return 0;
+        }
+    }
+    if (relay && (!atomic_load(&relay->db_connected) || !atomic_load(&relay->amqp_connected))) {
+        snprintf(why, why_len, "relay %s: mysql %s, amqp %s", relay->worker_id,
+                 atomic_load(&relay->db_connected) ? "connected" : "down",
+                 atomic_load(&relay->amqp_connected) ? "connected" : "down");
+        return 0;
+    }
+    if (n == 0 && !relay) {
+        snprintf(why, why_len, "nothing running");
+        return 0;
+    }
+    snprintf(why, why_len, "ready");
+    return 1;
+}

@@ -1,0 +1,62 @@
+/* In-process metrics: counters, gauges and histograms updated with atomics
+ * by the workers, rendered in the Prometheus text format by the HTTP server. */
+#ifndef SC_METRICS_H
+#define SC_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#define SC_HIST_MAX_BUCKETS 16
+
+struct sc_hist {
+    const double *bounds;   /* upper bounds, ascending; +Inf is implied */
+    int n;
+    atomic_ullong buckets[SC_HIST_MAX_BUCKETS];
+    atomic_ullong count;
+    atomic_ullong sum_micro; /* sum of observations x 1e6 */
+};
+
+extern const double sc_seconds_bounds[];
+extern const int sc_seconds_n;
+extern const double sc_batch_bounds[];
+extern const int sc_batch_n;
+
+void sc_hist_init(struct sc_hist *h, const double *bounds, int n);
+void sc_hist_observe(struct sc_hist *h, double value);
+
+enum sc_outcome {
+    SC_OUT_APPLIED, SC_OUT_DUPLICATE, SC_OUT_RETRIED, SC_OUT_DEAD_LETTERED, SC_OUT_UNKNOWN,
+    SC_OUT_MALFORMED, SC_OUT_COUNT
+};
+
+struct sc_consumer_metrics {
+    const char *name;
+    atomic_ullong outcomes[SC_OUT_COUNT];
+    struct sc_hist batch_size, receive_to_commit, handler_seconds, commit_seconds;
+    int workers;
+    atomic_int db_connected, amqp_connected, consuming; /* workers in that state */
+};
+
+struct sc_relay_metrics {
+    const char *worker_id;
+    atomic_ullong published, lease_lost, returned, nacked, unconfirmed, batches;
+    struct sc_hist confirm_seconds, batch_size;
+    atomic_llong pending, oldest_pending_age_ms; /* -1 until first measured */
+    atomic_int db_connected, amqp_connected;
+};
+
+/* The process registers what it runs; the HTTP server reads it. */
+void sc_metrics_register_consumer(struct sc_consumer_metrics *m);
+void sc_metrics_register_relay(struct sc_relay_metrics *m);
+void sc_consumer_metrics_init(struct sc_consumer_metrics *m, const char *name, int workers);
+void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id);
+
+/* Renders every registered metric. Returns a malloc'd string. */
+char *sc_metrics_render(void);
+
+/* 1 when every registered consumer worker is connected to both servers and
+ * consuming, and the relay (if any) is connected to both; why gets a reason
+ * otherwise. */
+int sc_metrics_ready(char *why, size_t why_len);
+
+#endif
