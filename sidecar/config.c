@@ -112,6 +112,12 @@ static const struct table amqp_table = {amqp_fields, N(amqp_fields), 0};
 static const struct table mysql_table = {mysql_fields, N(mysql_fields), 0};
 static const struct table http_table = {http_fields, N(http_fields), 0};
 static const struct table log_table = {log_fields, N(log_fields), 0};
+static const struct field purge_fields[] = {
+    {.key = "redelivery_horizon_s", .type = F_INT, .off = CFG(purge_horizon_s), .min = 0,
+     .max = 366 * 86400, .def_int = 7 * 86400},
+    {.key = "batch", .type = F_INT, .off = CFG(purge_batch), .min = 1, .max = 10000, .def_int = 1000},
+};
+static const struct table purge_table = {purge_fields, N(purge_fields), 0};
 
 static const struct field top_fields[] = {
     {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table},
@@ -121,6 +127,7 @@ static const struct field top_fields[] = {
     {.key = "consumers", .type = F_OBJ_ARR, .off = CFG(consumers), .count_off = CFG(n_consumers),
      .sub = &consumer_table},
     {.key = "relay", .type = F_OBJ, .off = CFG(relay), .sub = &relay_table},
+    {.key = "purge", .type = F_OBJ, .off = 0, .sub = &purge_table},
 };
 static const struct table top_table = {top_fields, N(top_fields), 0};
 
@@ -422,6 +429,10 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
         goto out;
     if (!out->log_level && !(out->log_level = strdup("info")))
         goto out;
+    if (!json_object_get(root, "purge")) {
+        out->purge_horizon_s = 7 * 86400;
+        out->purge_batch = 1000;
+    }
     rc = validate(out, err, err_len);
 out:
     json_decref(root);
@@ -462,6 +473,16 @@ int sc_config_load(const char *path, struct sc_config *out, char *err, size_t er
     int rc = sc_config_parse(buf, len, 1, out, err, err_len);
     free(buf);
     return rc;
+}
+
+long long sc_config_retry_horizon_ms(const struct sc_consumer_config *k)
+{
+    long long total = 0;
+    for (int a = 1; a < k->max_attempts; a++) {
+        size_t step = (size_t)(a - 1) < k->n_retry_delays ? (size_t)(a - 1) : k->n_retry_delays - 1;
+        total += k->retry_delays_ms[step];
+    }
+    return total;
 }
 
 void sc_config_free(struct sc_config *c)

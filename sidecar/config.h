@@ -49,7 +49,13 @@ struct sc_config {
     struct sc_consumer_config *consumers;
     size_t n_consumers;
     struct sc_relay_config relay;
+    int purge_horizon_s;   /* purge.redelivery_horizon_s */
+    int purge_batch;       /* purge.batch */
 };
+
+/* The longest a message of consumer k can keep coming back through its
+ * delay queues, in ms: the delays of attempts 1..max_attempts-1. */
+long long sc_config_retry_horizon_ms(const struct sc_consumer_config *k);
 
 /* Loads and validates FILE, then applies SIDECAR_AMQP_URL(_FILE),
  * SIDECAR_MYSQL_URL(_FILE) and SIDECAR_LOG_LEVEL. Returns 0, or -1 with a

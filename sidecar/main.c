@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "config.h"
 #include "consumer.h"
 #include "lifecycle.h"
@@ -19,6 +20,11 @@ static void usage(FILE *out)
           "  consume -c FILE   run every consumer in the config until SIGTERM/SIGINT\n"
           "  relay   -c FILE   run the outbox relay until SIGTERM/SIGINT\n"
           "  check   -c FILE   validate the config, load handlers, connect to both servers\n"
+          "  inspect -c FILE EVENT_ID [--json]\n"
+          "                    the event's state everywhere; exit 1 when nothing is known\n"
+          "  purge   -c FILE --older-than DURATION [--dry-run] [--force]\n"
+          "                    delete consumed_event and PUBLISHED outbox_event rows past retention\n"
+          "  dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]\n"
           "  version           print the version\n"
           "\n"
           "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
@@ -26,17 +32,16 @@ static void usage(FILE *out)
           out);
 }
 
-static int load_config(int argc, char **argv, struct sc_config *cfg)
+/* Splits the arguments after the command into -c FILE and the rest. */
+static int load_config(int argc, char **argv, struct sc_config *cfg, char **rest, int *n_rest)
 {
     const char *path = NULL;
+    *n_rest = 0;
     for (int i = 2; i < argc; i++) {
-        if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
+        if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc)
             path = argv[++i];
-        } else {
-            fprintf(stderr, "sidecar %s: unexpected argument '%s'\n", argv[1], argv[i]);
-            usage(stderr);
-            return 2;
-        }
+        else
+            rest[(*n_rest)++] = argv[i];
     }
     if (!path) {
         fprintf(stderr, "sidecar %s: -c FILE is required\n", argv[1]);
@@ -68,15 +73,32 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "consume") != 0 && strcmp(cmd, "check") != 0 && strcmp(cmd, "relay") != 0) {
+    static const char *const commands[] = {"consume", "relay", "check", "inspect", "purge", "dlq"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        known |= strcmp(cmd, commands[i]) == 0;
+    if (!known) {
         fprintf(stderr, "sidecar: unknown command '%s'\n", cmd);
         usage(stderr);
         return 2;
     }
     struct sc_config cfg;
-    int rc = load_config(argc, argv, &cfg);
-    if (rc)
+    char **rest = calloc((size_t)argc, sizeof *rest);
+    int n_rest = 0;
+    int rc = rest ? load_config(argc, argv, &cfg, rest, &n_rest) : 1;
+    if (rc) {
+        free(rest);
         return rc;
+    }
+    int takes_args = strcmp(cmd, "inspect") == 0 || strcmp(cmd, "purge") == 0 ||
+                     strcmp(cmd, "dlq") == 0;
+    if (!takes_args && n_rest > 0) {
+        fprintf(stderr, "sidecar %s: unexpected argument '%s'\n", cmd, rest[0]);
+        usage(stderr);
+        sc_config_free(&cfg);
+        free(rest);
+        return 2;
+    }
     if (mysql_library_init(0, NULL, NULL)) {
         fprintf(stderr, "sidecar: cannot initialise the MySQL client library\n");
         sc_config_free(&cfg);
@@ -89,9 +111,16 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "relay") == 0) {
         sc_info("sidecar %s starting", SC_VERSION);
         rc = sc_relay_run(&cfg);
+    } else if (strcmp(cmd, "inspect") == 0) {
+        rc = sc_inspect_run(&cfg, n_rest, rest);
+    } else if (strcmp(cmd, "purge") == 0) {
+        rc = sc_purge_run(&cfg, n_rest, rest);
+    } else if (strcmp(cmd, "dlq") == 0) {
+        rc = sc_dlq_run(&cfg, n_rest, rest);
     } else {
         rc = sc_consume_check(&cfg);
     }
+    free(rest);
     sc_config_free(&cfg);
     mysql_library_end();
     return rc;

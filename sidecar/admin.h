@@ -1,0 +1,22 @@
+/* Operator commands: inspect an event, purge old bookkeeping, handle the
+ * dead-letter queues. Each takes the arguments after `-c FILE` and returns
+ * the exit status. */
+#ifndef SC_ADMIN_H
+#define SC_ADMIN_H
+
+#include "config.h"
+
+/* inspect EVENT_ID [--json]: 0 when something is known of the id, 1 when
+ * nothing is, 2 on bad usage. */
+int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv);
+
+/* purge --older-than DURATION [--dry-run] [--force] */
+int sc_purge_run(const struct sc_config *cfg, int argc, char **argv);
+
+/* dlq list|show|replay CONSUMER [--id EVENT_ID | --all] */
+int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
+
+/* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
+long long sc_parse_duration_s(const char *s);
+
+#endif

@@ -1,0 +1,203 @@
+/* sidecar purge: delete bookkeeping past its retention in bounded batches
+ * of short transactions. */
+#include <ctype.h>
+#include <mysql.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "db.h"
+#include "lifecycle.h"
+
+long long sc_parse_duration_s(const char *s)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 0)
+        return -1;
+    long long mult = 1;
+    if (*end == 's')
+        end++;
+    else if (*end == 'm')
+        mult = 60, end++;
+    else if (*end == 'h')
+        mult = 3600, end++;
+    else if (*end == 'd')
+        mult = 86400, end++;
+    if (*end)
+        return -1;
+    return v * mult;
+}
+
+/* Deletes one bounded batch: the ids are read without locks, then deleted
+ * by primary key, still past the cutoff, in a short transaction of its own.
+ * Returns rows deleted, or -1. */
+static long long purge_batch(struct sc_db *db, const char *select_sql, const char *delete_head,
+                             const char *delete_tail, int dry_run, struct sc_db_err *e)
+{
+    if (mysql_real_query(db->conn, select_sql, strlen(select_sql))) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    MYSQL_RES *r = mysql_store_result(db->conn);
+    if (!r) {
+        sc_db_last_error(db, e);
+        return -1;
+    }
+    long long n = (long long)mysql_num_rows(r);
+    if (n == 0 || dry_run) {
+        mysql_free_result(r);
+        sc_db_rollback(db, e);
+        return n;
+    }
+    size_t cap = (size_t)n * 40 + 512, off = 0;
+    char *ids = malloc(cap);
+    MYSQL_ROW row;
+    while (ids && (row = mysql_fetch_row(r)))
+        off += (size_t)snprintf(ids + off, cap - off, "%s'%s'", off ? "," : "", row[0]);
+    mysql_free_result(r);
+    char *sql = ids ? malloc(cap + 512) : NULL;
+    if (!sql) {
+        free(ids);
+        return -1;
+    }
+    snprintf(sql, cap + 512, "%s%s%s", delete_head, ids, delete_tail);
+    free(ids);
+    long long deleted = -1;
+    if (sc_db_query(db, sql, e) == 0) {
+        deleted = (long long)mysql_affected_rows(db->conn);
+        if (sc_db_commit(db, e))
+            deleted = -1;
+    }
+    free(sql);
+    return deleted;
+}
+
+static long long purge_table(struct sc_db *db, const char *what, const char *select_sql,
+                             const char *delete_head, const char *delete_tail, int dry_run)
+{
+    long long total = 0;
+    int batches = 0, deadlocks = 0;
+    while (!sc_stop_requested()) {
+        struct sc_db_err e = {0};
+        long long n = purge_batch(db, select_sql, delete_head, delete_tail, dry_run, &e);
+        if (n < 0) {
+            if ((e.code == 1213 || e.code == 1205) && deadlocks < 20) {
+                /* A live consumer touched a row being purged: that batch was
+                 * rolled back whole; take it again. */
+                deadlocks++;
+                sc_db_rollback(db, &e);
+                continue;
+            }
+            fprintf(stderr, "sidecar purge: %s: error %u (SQLSTATE %s): %s\n", what, e.code,
+                    e.sqlstate, e.msg);
+            return -1;
+        }
+        total += n;
+        batches++;
+        if (n == 0)
+            break;
+        struct timespec pause = {0, 5 * 1000000L}; /* let live traffic in between */
+        nanosleep(&pause, NULL);
+    }
+    printf("%s: deleted %lld rows (%d batches%s)\n", what, total, batches,
+           deadlocks ? ", deadlocks retried" : "");
+    return total;
+}
+
+int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
+{
+    long long older = -1;
+    int dry_run = 0, force = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--older-than") == 0 && i + 1 < argc) {
+            older = sc_parse_duration_s(argv[++i]);
+            if (older < 0) {
+                fprintf(stderr, "sidecar purge: --older-than: expected a duration like 90s, 45m, "
+                                "36h or 7d, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--dry-run") == 0) {
+            dry_run = 1;
+        } else if (strcmp(argv[i], "--force") == 0) {
+            force = 1;
+        } else {
+            fprintf(stderr, "sidecar purge: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (older < 0) {
+        fprintf(stderr, "sidecar purge: --older-than DURATION is required\n");
+        return 2;
+    }
+    /* A consumed_event row must outlive every redelivery of its event: the
+     * delay queues, the broker's redelivery after a crash, a DLQ replay. */
+    long long horizon_s = cfg->purge_horizon_s, retry_ms = 0;
+    const char *why = "purge.redelivery_horizon_s (DLQ replays and redeliveries)";
+    for (size_t i = 0; i < cfg->n_consumers; i++) {
+        long long h = sc_config_retry_horizon_ms(&cfg->consumers[i]);
+        if (h > retry_ms)
+            retry_ms = h;
+    }
+    if ((retry_ms + 999) / 1000 > horizon_s) {
+        horizon_s = (retry_ms + 999) / 1000;
+        why = "the longest retry schedule of a consumer (retry_delays_ms over max_attempts)";
+    }
+    if (older < horizon_s && !force) {
+        fprintf(stderr,
+                "sidecar purge: refusing a retention of %llds: it is shorter than the redelivery "
+                "horizon of %llds set by %s. A consumed_event row purged before its event's last "
+                "redelivery lets that redelivery apply the effect a second time. Use --force if "
+                "you know no such redelivery can come.\n",
+                older, horizon_s, why);
+        return 2;
+    }
+    struct sc_db db;
+    struct sc_db_err e = {0};
+    if (sc_db_connect(&db, cfg, &e)) {
+        fprintf(stderr, "sidecar purge: mysql: error %u: %s\n", e.code, e.msg);
+        return 1;
+    }
+    if (dry_run) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT COUNT(*) FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - "
+                 "INTERVAL %lld SECOND), (SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHED' "
+                 "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND)", older, older);
+        MYSQL_RES *r = mysql_real_query(db.conn, sql, strlen(sql)) ? NULL : mysql_store_result(db.conn);
+        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+        if (row)
+            printf("consumed_event: would delete %s rows\noutbox_event (PUBLISHED): would delete %s rows\n",
+                   row[0], row[1]);
+        else
+            fprintf(stderr, "sidecar purge: %s\n", mysql_error(db.conn));
+        if (r)
+            mysql_free_result(r);
+        sc_db_close(&db);
+        return row ? 0 : 1;
+    }
+    /* No gap locks: the purge must not block live consumers' inserts. */
+    sc_db_query(&db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
+    char sel[512], tail[256];
+    int b = cfg->purge_batch;
+    snprintf(sel, sizeof sel,
+             "SELECT id FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld "
+             "SECOND ORDER BY consumed_at LIMIT %d", older, b);
+    snprintf(tail, sizeof tail, ") AND consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", older);
+    long long a = purge_table(&db, "consumed_event", sel, "DELETE FROM consumed_event WHERE id IN (",
+                              tail, 0);
+    snprintf(sel, sizeof sel,
+             "SELECT event_id FROM outbox_event WHERE status = 'PUBLISHED' AND published_at < "
+             "UTC_TIMESTAMP(6) - INTERVAL %lld SECOND ORDER BY published_at LIMIT %d", older, b);
+    snprintf(tail, sizeof tail,
+             ") AND status = 'PUBLISHED' AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND",
+             older);
+    long long o = a < 0 ? -1 : purge_table(&db, "outbox_event (PUBLISHED)", sel,
+                                           "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
+    sc_db_close(&db);
+    return a < 0 || o < 0 ? 1 : 0;
+}
