@@ -3,7 +3,8 @@
  *
  *   order-producer [--count N] [--rate PER_S] [--tenant T] [--prefix P] [--start I]
  *
- * The database URL comes from SIDECAR_MYSQL_URL (mysql://user:pass@host:port/db).
+ * The database URL comes from SIDECAR_MYSQL_URL (mysql://user:pass@host:port/db),
+ * or from the file named by SIDECAR_MYSQL_URL_FILE.
  * One JSON line per request on stdout:
  *   {"request_id":..,"event_id":..,"order_id":..,"outcome":..,"attempts":..,"reconciled":..}
  * outcome: committed | already_accepted | failed. Exit 0 when every request
@@ -89,8 +90,20 @@ int main(int argc, char **argv)
         }
     }
     const char *url = getenv("SIDECAR_MYSQL_URL");
+    static char from_file[1024];
+    const char *file = getenv("SIDECAR_MYSQL_URL_FILE");
+    if ((!url || !*url) && file && *file) {
+        /* a mounted secret; one trailing newline is not part of it */
+        FILE *fp = fopen(file, "r");
+        if (fp && fgets(from_file, sizeof from_file, fp)) {
+            from_file[strcspn(from_file, "\r\n")] = 0;
+            url = from_file;
+        }
+        if (fp)
+            fclose(fp);
+    }
     if (!url || !*url) {
-        fprintf(stderr, "order-producer: set SIDECAR_MYSQL_URL\n");
+        fprintf(stderr, "order-producer: set SIDECAR_MYSQL_URL (or SIDECAR_MYSQL_URL_FILE)\n");
         return 2;
     }
     if (mysql_library_init(0, NULL, NULL))

@@ -50,6 +50,16 @@ rc, out = run_sidecar_cmd(["check"], c)
 is_eq(rc, 1, "check with a wrong password: exit 1")
 ok("wrong" not in out, "the password is not printed")
 
+# The docker compose config is the same format: check it against these servers.
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+compose_cfg = json.load(open(os.path.join(root, "examples", "compose", "sidecar.json")))
+compose_cfg["consumers"][0]["handler"] = HANDLER
+compose_cfg["consumers"][0]["name"] = compose_cfg["consumers"][0]["queue"] = "compose-" + suffix()
+compose_cfg["consumers"][0]["dead_letter_queue"] = compose_cfg["consumers"][0]["name"] + ".dlq"
+rc, out = run_sidecar_cmd(["check"], compose_cfg, env={"SIDECAR_AMQP_URL": os.environ["SC_TEST_AMQP_URL"],
+                                                        "SIDECAR_MYSQL_URL": os.environ["SC_TEST_MYSQL_URL"]})
+is_eq(rc, 0, f"the docker compose config passes check with the URLs from the environment ({out.strip()[:200]})")
+
 r = subprocess.run([SIDECAR, "version"], capture_output=True, text=True)
 ok(r.returncode == 0 and r.stdout.startswith("sidecar "), f"version ({r.stdout.strip()})")
 r = subprocess.run([SIDECAR, "frobnicate"], capture_output=True, text=True)
