@@ -1,6 +1,9 @@
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +18,30 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
     if (!strchr(path, '/')) {
         snprintf(local, sizeof local, "./%s", path);
         path = local;
+    }
+    /* Loading a file means running its code as this process: refuse one
+     * that someone else could have written. */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, err_len, "handler %s: cannot load: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "handler %s: expected a regular file", path);
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(err, err_len,
+                 "handler %s: refused: the file is %s-writable (mode %03o); expected writable by "
+                 "its owner only (chmod go-w)",
+                 path, (st.st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        snprintf(err, err_len,
+                 "handler %s: refused: owned by uid %u; expected root or the running user (uid %u)",
+                 path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
     }
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {

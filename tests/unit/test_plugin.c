@@ -2,6 +2,7 @@
  * expected/got, and loads the sample handler. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sidecar/plugin.h"
 #include "tap.h"
@@ -31,6 +32,31 @@ int main(int argc, char **argv)
     refused(dir, "bad_symbol.so", "missing symbol: expected an exported function sc_handler_v1, got none", "missing symbol");
     refused(dir, "bad_init.so", "init failed: config {} refused", "init failure reported");
     refused(dir, "no_such_handler.so", "cannot load", "missing file");
+
+    /* A handler someone else could have written is refused before dlopen. */
+    char src[1024], copy[1024], cmd[3200];
+    snprintf(src, sizeof src, "%s", argv[2]);
+    snprintf(copy, sizeof copy, "%s/writable_handler.so", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 664 '%s'", src, copy, copy);
+    ok(system(cmd) == 0, "made a group-writable copy of the sample handler");
+    refused(dir, "writable_handler.so", "refused: the file is group-writable (mode 664)", "group-writable file");
+    snprintf(cmd, sizeof cmd, "chmod 646 '%s'", copy);
+    ok(system(cmd) == 0, "made it world-writable");
+    refused(dir, "writable_handler.so", "refused: the file is world-writable", "world-writable file");
+    snprintf(cmd, sizeof cmd, "chmod 755 '%s'", copy);
+    ok(system(cmd) == 0, "made it owner-writable only");
+    {
+        struct sc_plugin ok_p;
+        char e2[1024] = "";
+        ok(sc_plugin_load(&ok_p, copy, "{}", e2, sizeof e2) == 0, "then it loads (%s)", e2);
+        sc_plugin_unload(&ok_p);
+    }
+    if (geteuid() == 0) {
+        snprintf(cmd, sizeof cmd, "chown 4242 '%s'", copy);
+        ok(system(cmd) == 0, "gave it to another user");
+        refused(dir, "writable_handler.so", "refused: owned by uid 4242", "owned by someone else");
+    }
+    remove(copy);
 
     struct sc_plugin p;
     char err[1024] = "", path[1024];
