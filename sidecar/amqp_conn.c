@@ -1,5 +1,6 @@
 #include "amqp_conn.h"
 
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -76,12 +77,31 @@ int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *
         free(url);
         return fail(err, err_len, "amqp.url", "cannot parse the URL");
     }
-    if (ci.ssl) {
-        free(url);
-        return fail(err, err_len, "amqp.url", "amqps:// is not supported by this build");
-    }
     a->conn = amqp_new_connection();
-    amqp_socket_t *sock = a->conn ? amqp_tcp_socket_new(a->conn) : NULL;
+    amqp_socket_t *sock = NULL;
+    if (a->conn && ci.ssl) {
+        /* TLS: the broker's certificate must chain to tls_ca and name the
+         * host we asked for; a client certificate when one is configured. */
+        sock = amqp_ssl_socket_new(a->conn);
+        const char *what = NULL;
+        if (sock && amqp_ssl_socket_set_cacert(sock, cfg->amqp_tls_ca) != AMQP_STATUS_OK)
+            what = "amqp.tls_ca: cannot load the CA file";
+        else if (sock && cfg->amqp_tls_cert &&
+                 amqp_ssl_socket_set_key(sock, cfg->amqp_tls_cert, cfg->amqp_tls_key) != AMQP_STATUS_OK)
+            what = "amqp.tls_cert: cannot load the client certificate and key";
+        if (what) {
+            free(url);
+            sc_amqp_close(a);
+            snprintf(err, err_len, "%s", what);
+            return -1;
+        }
+        if (sock) {
+            amqp_ssl_socket_set_verify_peer(sock, 1);
+            amqp_ssl_socket_set_verify_hostname(sock, cfg->amqp_tls_verify_hostname);
+        }
+    } else if (a->conn) {
+        sock = amqp_tcp_socket_new(a->conn);
+    }
     if (!sock) {
         free(url);
         sc_amqp_close(a);
@@ -92,7 +112,8 @@ int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *
     int rc = amqp_socket_open_noblock(sock, ci.host, ci.port, &tv);
     if (rc != AMQP_STATUS_OK) {
         char what[300];
-        snprintf(what, sizeof what, "amqp connect %s:%d", ci.host, ci.port);
+        snprintf(what, sizeof what, "amqp connect %s:%d%s", ci.host, ci.port,
+                 ci.ssl ? " (TLS: is the broker's certificate signed by tls_ca and for this host?)" : "");
         free(url);
         sc_amqp_close(a);
         return fail(err, err_len, what, amqp_error_string2(rc));

@@ -55,6 +55,11 @@ static const struct field amqp_fields[] = {
     {.key = "heartbeat_s", .type = F_INT, .off = CFG(amqp_heartbeat_s), .min = 0, .max = 3600, .def_int = 30},
     {.key = "connect_timeout_ms", .type = F_INT, .off = CFG(amqp_connect_timeout_ms), .min = 100,
      .max = 600000, .def_int = 5000},
+    {.key = "tls_ca", .type = F_STR, .off = CFG(amqp_tls_ca)},
+    {.key = "tls_cert", .type = F_STR, .off = CFG(amqp_tls_cert)},
+    {.key = "tls_key", .type = F_STR, .off = CFG(amqp_tls_key)},
+    {.key = "tls_verify_hostname", .type = F_INT, .off = CFG(amqp_tls_verify_hostname), .min = 0,
+     .max = 1, .def_int = 1},
 };
 static const struct field mysql_fields[] = {
     {.key = "url", .type = F_STR, .off = CFG(mysql_url)},
@@ -62,6 +67,9 @@ static const struct field mysql_fields[] = {
      .max = 3600, .def_int = 5},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
      .max = 600, .def_int = 5},
+    {.key = "tls_ca", .type = F_STR, .off = CFG(mysql_tls_ca)},
+    {.key = "tls_cert", .type = F_STR, .off = CFG(mysql_tls_cert)},
+    {.key = "tls_key", .type = F_STR, .off = CFG(mysql_tls_key)},
 };
 static const struct field http_fields[] = {
     {.key = "listen", .type = F_STR, .off = CFG(http_listen), .def_str = "127.0.0.1:9464"},
@@ -365,6 +373,14 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         return fail(err, err_len, "amqp.url: expected an amqp:// or amqps:// URL");
     if (strncmp(c->mysql_url, "mysql://", 8) != 0)
         return fail(err, err_len, "mysql.url: expected a mysql:// URL");
+    if (strncmp(c->amqp_url, "amqps://", 8) == 0 && !c->amqp_tls_ca)
+        return fail(err, err_len, "amqp.tls_ca: required for amqps:// (the CA that signed the broker's certificate)");
+    if (!c->amqp_tls_cert != !c->amqp_tls_key)
+        return fail(err, err_len, "amqp.%s: tls_cert and tls_key go together", c->amqp_tls_cert ? "tls_key" : "tls_cert");
+    if (!c->mysql_tls_cert != !c->mysql_tls_key)
+        return fail(err, err_len, "mysql.%s: tls_cert and tls_key go together", c->mysql_tls_cert ? "tls_key" : "tls_cert");
+    if (c->mysql_tls_cert && !c->mysql_tls_ca)
+        return fail(err, err_len, "mysql.tls_ca: required with a client certificate (the server's certificate is always verified)");
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
         for (size_t j = 0; j < i; j++)
@@ -491,6 +507,12 @@ void sc_config_free(struct sc_config *c)
         return;
     free(c->amqp_url);
     free(c->mysql_url);
+    free(c->amqp_tls_ca);
+    free(c->amqp_tls_cert);
+    free(c->amqp_tls_key);
+    free(c->mysql_tls_ca);
+    free(c->mysql_tls_cert);
+    free(c->mysql_tls_key);
     free(c->http_listen);
     free(c->log_level);
     for (size_t i = 0; c->consumers && i < c->n_consumers; i++) {

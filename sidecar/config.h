@@ -41,7 +41,10 @@ struct sc_config {
     char *amqp_url;
     int amqp_heartbeat_s;
     int amqp_connect_timeout_ms;
+    char *amqp_tls_ca, *amqp_tls_cert, *amqp_tls_key;
+    int amqp_tls_verify_hostname;
     char *mysql_url;
+    char *mysql_tls_ca, *mysql_tls_cert, *mysql_tls_key;
     int mysql_lock_wait_timeout_s;
     int mysql_connect_timeout_s;
     char *http_listen;

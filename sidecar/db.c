@@ -57,6 +57,21 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     mysql_options(db->conn, MYSQL_OPT_WRITE_TIMEOUT, &rw_timeout);
     mysql_options(db->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
     mysql_options(db->conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+    /* "localhost" in a URL means TCP to that host; a socket is asked for
+     * with ?socket=PATH. */
+    unsigned protocol = u.socket ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+    mysql_options(db->conn, MYSQL_OPT_PROTOCOL, &protocol);
+    if (cfg->mysql_tls_ca) {
+        /* TLS, and the server's certificate is checked against tls_ca and
+         * the host name: a wrong CA or host is a refused connection. */
+        my_bool verify = 1;
+        mysql_options(db->conn, MYSQL_OPT_SSL_CA, cfg->mysql_tls_ca);
+        if (cfg->mysql_tls_cert) {
+            mysql_options(db->conn, MYSQL_OPT_SSL_CERT, cfg->mysql_tls_cert);
+            mysql_options(db->conn, MYSQL_OPT_SSL_KEY, cfg->mysql_tls_key);
+        }
+        mysql_options(db->conn, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+    }
 
     if (!mysql_real_connect(db->conn, u.socket ? NULL : u.host, u.user, u.password, u.database,
                             u.port, u.socket, 0)) {
