@@ -179,7 +179,8 @@ class Sidecar:
                     "max_attempts": 3, "retry_delays_ms": [200, 400]}
         consumer.update(consumer_extra or {})
         self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
-                       "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_URL"]},
+                       # least privilege: the consumer's own user (sql/grants/consumer.sql)
+                       "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_CONSUMER_URL"]},
                        "http": {"listen": "127.0.0.1:0"},
                        "consumers": [consumer]}
         self.config.update(extra or {})
@@ -308,8 +309,10 @@ class CommitCuttingProxy:
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def url(self):
-        return f"mysql://sidecar:sidecar@127.0.0.1:{self.port}/app"
+    def url(self, role="CONSUMER"):
+        """role's URL (sql/grants/) pointed at the proxy."""
+        import re
+        return re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{self.port}/", os.environ[f"SC_TEST_MYSQL_{role}_URL"])
 
     def _accept(self):
         while True:
@@ -396,7 +399,7 @@ class Relay:
         self.worker_id = worker_id or "relay-" + suffix()
         self.dir = tempfile.mkdtemp(prefix="sc-relay-")
         self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
-                       "mysql": {"url": os.environ["SC_TEST_MYSQL_URL"]},
+                       "mysql": {"url": os.environ["SC_TEST_MYSQL_RELAY_URL"]},
                        "http": {"listen": "127.0.0.1:0"},
                        "relay": {"worker_id": self.worker_id, "exchange": exchange, "batch": batch,
                                  "lease_ms": lease_ms, "poll_ms": poll_ms,

@@ -47,6 +47,7 @@ is_eq(sc.stop(), 0, "clean stop")
 # --- a deadlock between two workers: the victim's batch is retried ---
 query("CREATE TABLE IF NOT EXISTS t_locks (id INT PRIMARY KEY)")
 query("INSERT IGNORE INTO t_locks VALUES (1), (2)")
+query("GRANT SELECT, UPDATE ON app.t_locks TO 'sidecar_consumer'@'%'")
 sc = Sidecar(handler=TEST_HANDLER, extra={"log": {"level": "debug"}},
              consumer_extra={"prefetch": 1, "batch_max": 8, "workers": 2})
 ok(sc.start(), "two workers started")

@@ -15,7 +15,7 @@ t.start()
 kills = 0
 for _ in range(6):
     time.sleep(0.35)
-    for (tid,) in query("SELECT id FROM information_schema.processlist WHERE user = 'sidecar' AND db = 'app'"):
+    for (tid,) in query("SELECT id FROM information_schema.processlist WHERE user = 'sidecar_consumer' AND db = 'app'"):
         try:
             query(f"KILL CONNECTION {int(tid)}")
             kills += 1

@@ -7,7 +7,7 @@ from harness import *
 
 sc = Sidecar(consumer_extra={"retry_delays_ms": [200], "max_attempts": 2})
 ok(sc.start(), "sidecar started")
-cfg = dict(sc.config)
+cfg = dict(sc.config, mysql={"url": os.environ["SC_TEST_MYSQL_ADMIN_URL"]})  # the operator's user
 
 # --- inspect ---
 clear_outbox()

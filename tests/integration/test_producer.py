@@ -16,7 +16,7 @@ proxy = CommitCuttingProxy(int(os.environ["SC_TEST_MYSQL_PORT"]))
 proxy.armed = 1
 prefix = "u" + suffix()
 rc, lines, err = run_order_producer(["--count", "10", "--tenant", "it", "--prefix", prefix],
-                                    env={"SIDECAR_MYSQL_URL": proxy.url()})
+                                    env={"SIDECAR_MYSQL_URL": proxy.url("PRODUCER")})
 is_eq(rc, 0, "order-producer finished every request")
 is_eq(proxy.cuts, 1, "one COMMIT lost its reply")
 is_eq(len(lines), 10, "one result line per request")
@@ -35,14 +35,14 @@ ok(all(by_req[l["request_id"]][1] == l["event_id"] for l in lines),
 # Crash before COMMIT, then the same requests again.
 prefix = "c" + suffix()
 rc, lines, err = run_order_producer(["--count", "10", "--tenant", "it", "--prefix", prefix],
-                                    env={"SIDECAR_MYSQL_URL": os.environ["SC_TEST_MYSQL_URL"],
+                                    env={"SIDECAR_MYSQL_URL": os.environ["SC_TEST_MYSQL_PRODUCER_URL"],
                                          "SIDECAR_FAULT": "producer.before_commit:4"})
 is_eq(rc, 86, "the producer died at the fault point before its 4th COMMIT")
 is_eq(len(orders_for(prefix)), 3, "the uncommitted 4th order left no row")
 is_eq(count_in("outbox_event", "aggregate_id", [str(r[2]) for r in orders_for(prefix)]), 3,
       "and no outbox row")
 rc, lines, err = run_order_producer(["--count", "10", "--tenant", "it", "--prefix", prefix],
-                                    env={"SIDECAR_MYSQL_URL": os.environ["SC_TEST_MYSQL_URL"]})
+                                    env={"SIDECAR_MYSQL_URL": os.environ["SC_TEST_MYSQL_PRODUCER_URL"]})
 is_eq(rc, 0, "the rerun finished")
 is_eq([l["outcome"] for l in lines], ["already_accepted"] * 3 + ["committed"] * 7,
       "the first three were recognised by request id, the rest committed")

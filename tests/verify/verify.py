@@ -104,7 +104,7 @@ conn.close()
 
 # ---- 2. commit succeeds, the client sees an error (reply cut) --------------
 proxy = CommitCuttingProxy(int(os.environ["SC_TEST_MYSQL_PORT"]))
-proxy.url = lambda: f"mysql://sidecar:sidecar@127.0.0.1:{proxy.port}/{DB}"
+proxy.url = lambda role=None: f"mysql://sidecar:sidecar@127.0.0.1:{proxy.port}/{DB}"
 proxy.armed = 1
 rc, lines, _ = produce("R2", url=proxy.url())
 main = lines[0] if lines else {}

@@ -1,0 +1,5 @@
+-- For the operator commands: inspect (reads), purge (deletes old rows).
+CREATE USER IF NOT EXISTS 'sidecar_admin'@'%' IDENTIFIED BY 'admin-secret';
+GRANT SELECT, DELETE ON app.consumed_event TO 'sidecar_admin'@'%';
+GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
+GRANT SELECT ON app.notification_job TO 'sidecar_admin'@'%';
