@@ -193,6 +193,7 @@ struct item {
 /* How a batch's transaction ended. */
 enum txn {
     TXN_COMMITTED,  /* COMMIT succeeded */
+    TXN_OPEN,       /* internal: the transaction goes on */
     TXN_NOTHING,    /* internal to the fast path: take the per-delivery path */
     TXN_EMPTY,      /* nothing to commit (duplicates and failures only): rolled back */
     TXN_DEADLOCK,   /* the server rolled the whole transaction back (1213) */
@@ -226,6 +227,50 @@ static void set_error_fields(struct item *it, const struct sc_db_err *e)
 
 static enum txn finish(struct worker *w, struct item *items, int n, int applied);
 static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int n);
+
+/* Calls the handler for one delivery inside the open transaction and
+ * decides it: D_APPLIED, or D_RETRY / D_DEAD with the reason (the caller
+ * undoes its part). Returns TXN_OPEN when the transaction goes on, or how it
+ * ended: the connection died (nothing committed), a deadlock rolled it all
+ * back, or the handler ended it itself. */
+static enum txn call_handler(struct worker *w, struct item *it)
+{
+    struct consumer *c = w->c;
+    struct sc_db_err e = {0};
+    char reason[512] = "";
+    int64_t t0 = now_us();
+    sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev, reason,
+                                               sizeof reason);
+    sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
+    sc_db_last_error(&w->db, &e);
+    if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
+        return TXN_LOST;
+    if (st != SC_HANDLER_OK && e.code == 1213)
+        return TXN_DEADLOCK;
+    if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
+        /* Whatever came before in this batch may have been committed by the
+         * handler: those are returned, this one is dead-lettered. */
+        snprintf(it->why, sizeof it->why,
+                 "handler %s ended the transaction (commit, rollback or autocommit): contract "
+                 "violation", c->plugin.h->name);
+        sc_log(SC_LOG_ERROR, &it->lf, "%s", it->why);
+        it->d = D_DEAD;
+        sc_db_rollback(&w->db, &e);
+        return TXN_BROKEN;
+    }
+    if (st == SC_HANDLER_OK) {
+        it->d = D_APPLIED;
+        return TXN_OPEN;
+    }
+    char dberr[160] = "";
+    if (e.code)
+        snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code, e.sqlstate);
+    snprintf(it->why, sizeof it->why, "%s: %s%s",
+             st == SC_HANDLER_RETRY ? "handler asked to retry" : "rejected by handler",
+             reason[0] ? reason : "no reason", dberr);
+    it->d = st == SC_HANDLER_RETRY ? D_RETRY : D_DEAD;
+    return TXN_OPEN;
+}
 
 /* After the claims: the handler's handle_batch for all open items at once
  * (one round trip for the sample handler). Events it refuses lose their
@@ -300,7 +345,7 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
  * claim failed (a duplicate among them, or any other error: nothing was
  * inserted), or a handler said RETRY or REJECT (that one is decided, the
  * transaction rolled back, the others reopened). */
-static enum txn run_fast(struct worker *w, struct item *items, int n, int open)
+static enum txn run_fast(struct worker *w, struct item *items, int n)
 {
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
@@ -324,38 +369,13 @@ static enum txn run_fast(struct worker *w, struct item *items, int n, int open)
         struct item *it = &items[i];
         if (!it->parsed || it->d != D_OPEN)
             continue;
-        char reason[512] = "";
-        int64_t t0 = now_us();
-        sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev,
-                                                   reason, sizeof reason);
-        sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
-        sc_db_last_error(&w->db, &e);
-        if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
-            return TXN_LOST;
-        if (st != SC_HANDLER_OK && e.code == 1213)
-            return TXN_DEADLOCK;
-        if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
-            snprintf(it->why, sizeof it->why,
-                     "handler %s ended the transaction (commit, rollback or autocommit): contract "
-                     "violation", c->plugin.h->name);
-            sc_log(SC_LOG_ERROR, &it->lf, "%s", it->why);
-            it->d = D_DEAD;
-            sc_db_rollback(&w->db, &e);
-            return TXN_BROKEN;
-        }
-        if (st == SC_HANDLER_OK) {
-            it->d = D_APPLIED;
+        enum txn t = call_handler(w, it);
+        if (t != TXN_OPEN)
+            return t;
+        if (it->d == D_APPLIED) {
             applied++;
             continue;
         }
-        char dberr[160] = "";
-        if (e.code)
-            snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code,
-                     e.sqlstate);
-        snprintf(it->why, sizeof it->why, "%s: %s%s",
-                 st == SC_HANDLER_RETRY ? "handler asked to retry" : "rejected by handler",
-                 reason[0] ? reason : "no reason", dberr);
-        it->d = st == SC_HANDLER_RETRY ? D_RETRY : D_DEAD;
         /* Undo the whole batch; the others run again on the per-delivery
          * path, this one is not called again. */
         if (sc_db_rollback(&w->db, &e))
@@ -365,7 +385,6 @@ static enum txn run_fast(struct worker *w, struct item *items, int n, int open)
                 items[j].d = D_OPEN;
         return TXN_NOTHING;
     }
-    (void)open;
     return finish(w, items, n, applied);
 }
 
@@ -382,7 +401,7 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
 
     w->last_db_use_ms = now_ms();
     if (open > 1) {
-        enum txn fast = run_fast(w, items, n, open);
+        enum txn fast = run_fast(w, items, n);
         if (fast != TXN_NOTHING)
             return fast;
         /* Fall through: the per-delivery path decides each one. */
@@ -413,40 +432,13 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
         }
         SC_FAULT("consumer.after_insert");
 
-        char reason[512] = "";
-        int64_t t0 = now_us();
-        sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev,
-                                                   reason, sizeof reason);
-        sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
-        sc_db_last_error(&w->db, &e);
-        if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
-            return TXN_LOST; /* nothing was committed; the broker redelivers */
-        if (st != SC_HANDLER_OK && e.code == 1213)
-            return TXN_DEADLOCK;
-        if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
-            /* Whatever came before in this batch may have been committed by
-             * the handler: those are returned, this one is dead-lettered. */
-            snprintf(it->why, sizeof it->why,
-                     "handler %s ended the transaction (commit, rollback or autocommit): contract "
-                     "violation", c->plugin.h->name);
-            sc_log(SC_LOG_ERROR, &it->lf, "%s", it->why);
-            it->d = D_DEAD;
-            sc_db_rollback(&w->db, &e);
-            return TXN_BROKEN;
-        }
-        if (st == SC_HANDLER_OK) {
-            it->d = D_APPLIED;
+        enum txn t = call_handler(w, it);
+        if (t != TXN_OPEN)
+            return t;
+        if (it->d == D_APPLIED) {
             applied++;
             continue;
         }
-        char dberr[160] = "";
-        if (e.code)
-            snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code,
-                     e.sqlstate);
-        snprintf(it->why, sizeof it->why, "%s: %s%s",
-                 st == SC_HANDLER_RETRY ? "handler asked to retry" : "rejected by handler",
-                 reason[0] ? reason : "no reason", dberr);
-        it->d = st == SC_HANDLER_RETRY ? D_RETRY : D_DEAD;
         if (undo_item(w, savepoints))
             return TXN_LOST;
     }
