@@ -185,6 +185,7 @@ struct item {
     int parsed;
     struct sc_parsed_event ev;
     enum disposition d;
+    int republished;      /* its retry or dead-letter copy was confirmed */
     struct sc_log_fields lf;
     char ev_sqlstate[6];
     char why[1024];
@@ -572,10 +573,13 @@ static enum next settle(struct worker *w, struct item *items, int n, int64_t com
             requeue = 1;
             continue;
         }
+        it->republished = 0;
         if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
             continue;
         if ((it->d == D_RETRY ? publish_retry(w, it) : publish_dead(w, it)) != 0)
             all_settled = 0; /* this one and the rest stay unacked */
+        else
+            it->republished = 1;
     }
     uint64_t last = items[n - 1].env.delivery_tag;
     if (all_settled && !requeue) {
@@ -591,8 +595,7 @@ static enum next settle(struct worker *w, struct item *items, int n, int64_t com
     int failed = 0;
     for (int i = 0; i < n; i++) {
         struct item *it = &items[i];
-        int settled = it->d == D_APPLIED || it->d == D_DUPLICATE ||
-                      ((it->d == D_RETRY || it->d == D_DEAD) && all_settled);
+        int settled = it->d == D_APPLIED || it->d == D_DUPLICATE || it->republished;
         if (settled) {
             failed |= sc_amqp_ack(&w->in, it->env.delivery_tag, 0) != 0;
             log_outcome(w, it, committed_us);
