@@ -650,8 +650,20 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
             continue;
         }
         it->parsed = 1;
-        parsed++;
         it->lf.event_id = it->ev.ev.id;
+        if (delivery_count >= k->max_attempts) {
+            /* A quorum queue counted more deliveries than attempts allowed:
+             * the earlier ones never finished (a crash mid-message, most
+             * likely): dead-letter it before it can take the process down
+             * again. */
+            snprintf(it->why, sizeof it->why,
+                     "delivered %lld times (x-delivery-count), more than max_attempts %d without "
+                     "an outcome: dead-lettered without running the handler",
+                     (long long)delivery_count + 1, k->max_attempts);
+            it->d = D_DEAD;
+            continue;
+        }
+        parsed++;
         if (sc_log_enabled(SC_LOG_DEBUG)) {
             it->lf.redelivered = it->env.redelivered;
             sc_log(SC_LOG_DEBUG, &it->lf, "received");

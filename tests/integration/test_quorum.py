@@ -1,0 +1,35 @@
+"""Quorum queues: declared from config, and a message that keeps killing the
+process is bounded by x-delivery-count and max_attempts, then dead-lettered
+without running the handler again."""
+import uuid
+
+from harness import *
+
+sc = Sidecar(consumer_extra={"queue_type": "quorum", "max_attempts": 2, "prefetch": 1})
+poison = str(uuid.uuid4())
+conn = amqp()
+ch = conn.channel()
+ch.exchange_declare(sc.exchange, "topic", durable=True)
+ch.queue_declare(sc.queue, durable=True, arguments={"x-queue-type": "quorum"})
+ch.queue_bind(sc.queue, sc.exchange, "#")
+publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(poison, subject="9"), message_id=poison)
+conn.close()
+codes = []
+for run in range(2):
+    sc.start(env={"SIDECAR_FAULT": "consumer.after_insert"}, wait=False)
+    codes.append(sc.wait_exit(30))
+is_eq(codes, [86, 86], "the message took the process down twice (first delivery and one redelivery)")
+ok(sc.start(), "restarted without the fault")
+ok(wait_until(lambda: queue_depth(sc.dlq) == 1, timeout=30), "the third delivery went to the DLQ")
+dead = [l for l in sc.outcomes("dead_lettered") if l.get("event_id") == poison]
+ok(dead and "x-delivery-count" in dead[0]["msg"], "the reason names x-delivery-count", detail=dead)
+is_eq(count_in("consumed_event", "event_id", [poison]), 0, "no claim was ever committed")
+ok("x-queue-type" in rabbitmqctl("list_queues", "name", "type").stdout or
+   any(sc.queue in l and "quorum" in l for l in rabbitmqctl("list_queues", "name", "type").stdout.splitlines()),
+   "the queue is a quorum queue")
+good = new_events(5)
+publish_events(sc.exchange, good)
+wait_until(lambda: count_in("notification_job", "event_id", [e for e, _ in good]) == 5, timeout=30)
+is_eq(count_in("notification_job", "event_id", [e for e, _ in good]), 5, "ordinary events still flow")
+is_eq(sc.stop(), 0, "clean stop")
+done()
