@@ -24,8 +24,8 @@ ok(wait_until(lambda: queue_depth(sc.dlq) == 1, timeout=30), "the third delivery
 dead = [l for l in sc.outcomes("dead_lettered") if l.get("event_id") == poison]
 ok(dead and "x-delivery-count" in dead[0]["msg"], "the reason names x-delivery-count", detail=dead)
 is_eq(count_in("consumed_event", "event_id", [poison]), 0, "no claim was ever committed")
-ok("x-queue-type" in rabbitmqctl("list_queues", "name", "type").stdout or
-   any(sc.queue in l and "quorum" in l for l in rabbitmqctl("list_queues", "name", "type").stdout.splitlines()),
+ok(any(l.split("\t")[0] == sc.queue and "quorum" in l
+       for l in rabbitmqctl("list_queues", "name", "type").stdout.splitlines()),
    "the queue is a quorum queue")
 good = new_events(5)
 publish_events(sc.exchange, good)
