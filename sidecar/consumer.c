@@ -304,11 +304,18 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
         return TXN_NOTHING;
     }
     if (!sc_db_in_transaction(&w->db)) {
-        sc_log(SC_LOG_ERROR, &items[idx[0]].lf, "handler %s ended the transaction in "
-               "handle_batch: contract violation; the batch is returned", c->plugin.h->name);
+        /* What it committed (claims, some effects?) cannot be told apart:
+         * neither redeliver (a second effect) nor ack (a lost one): every
+         * delivery of the batch goes to the DLQ for a person to look at. */
         sc_db_rollback(&w->db, &e);
-        for (int j = 0; j < k; j++)
-            items[idx[j]].d = D_REQUEUE;
+        for (int j = 0; j < k; j++) {
+            struct item *it = &items[idx[j]];
+            snprintf(it->why, sizeof it->why,
+                     "handler %s ended the transaction in handle_batch: contract violation; the "
+                     "batch's claims may be committed without their effects", c->plugin.h->name);
+            sc_log(SC_LOG_ERROR, &it->lf, "%s", it->why);
+            it->d = D_DEAD;
+        }
         return TXN_BROKEN;
     }
     const char *refused[SC_BATCH_MAX];
@@ -338,6 +345,31 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
         return TXN_NOTHING;
     }
     return finish(w, items, n, applied);
+}
+
+/* A handler committed inside the fast path: that COMMIT also committed the
+ * claims of the deliveries whose handler had not run yet, without their
+ * effects. Take those claims back so their redelivery applies them. */
+static enum txn release_unhandled_claims(struct worker *w, struct item *items, int n)
+{
+    struct sc_db_err e = {0};
+    const char *ids[SC_BATCH_MAX];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].parsed && items[i].d == D_OPEN)
+            ids[k++] = items[i].ev.ev.id;
+    if (k && (sc_db_delete_consumed_many(&w->db, w->c->k->name, ids, k, &e) ||
+              sc_db_commit(&w->db, &e))) {
+        sc_log(SC_LOG_ERROR, &items[0].lf, "could not take back %d claims after a handler's "
+               "COMMIT: error %u: %s; those deliveries are dead-lettered", k, e.code, e.msg);
+        for (int i = 0; i < n; i++)
+            if (items[i].parsed && items[i].d == D_OPEN) {
+                snprintf(items[i].why, sizeof items[i].why, "claim committed by another "
+                         "delivery's handler and could not be taken back: error %u", e.code);
+                items[i].d = D_DEAD;
+            }
+    }
+    return TXN_BROKEN;
 }
 
 /* The fast path for a batch: all claims in one multi-row INSERT, then the
@@ -371,6 +403,8 @@ static enum txn run_fast(struct worker *w, struct item *items, int n)
         if (!it->parsed || it->d != D_OPEN)
             continue;
         enum txn t = call_handler(w, it);
+        if (t == TXN_BROKEN)
+            return release_unhandled_claims(w, items, n);
         if (t != TXN_OPEN)
             return t;
         if (it->d == D_APPLIED) {
