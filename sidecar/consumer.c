@@ -1,5 +1,6 @@
 #include "consumer.h"
 
+#include <malloc.h>
 #include <mysql.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -913,6 +914,9 @@ static void *worker_main(void *arg)
             handled = consume_loop(w, w->items);
         /* Closing the channel returns every unacked delivery to the queue. */
         session_close(w);
+        /* Hand the connections' buffers back to the system: a daemon that
+         * reconnects now and then should not keep its peak heap forever. */
+        malloc_trim(0);
         if (sc_stop_requested())
             break;
         if (handled > 0)
