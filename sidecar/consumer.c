@@ -348,6 +348,16 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
     return finish(w, items, n, applied);
 }
 
+/* The event ids of the parsed deliveries still undecided; returns how many. */
+static int open_ids(const struct item *items, int n, const char **ids)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].parsed && items[i].d == D_OPEN)
+            ids[k++] = items[i].ev.ev.id;
+    return k;
+}
+
 /* A handler committed inside the fast path: that COMMIT also committed the
  * claims of the deliveries whose handler had not run yet, without their
  * effects. Take those claims back so their redelivery applies them. */
@@ -355,10 +365,7 @@ static enum txn release_unhandled_claims(struct worker *w, struct item *items, i
 {
     struct sc_db_err e = {0};
     const char *ids[SC_BATCH_MAX];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (items[i].parsed && items[i].d == D_OPEN)
-            ids[k++] = items[i].ev.ev.id;
+    int k = open_ids(items, n, ids);
     if (k && (sc_db_delete_consumed_many(&w->db, w->c->k->name, ids, k, &e) ||
               sc_db_commit(&w->db, &e))) {
         sc_log(SC_LOG_ERROR, &items[0].lf, "could not take back %d claims after a handler's "
@@ -384,10 +391,7 @@ static enum txn run_fast(struct worker *w, struct item *items, int n)
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
     const char *ids[SC_BATCH_MAX];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (items[i].parsed && items[i].d == D_OPEN)
-            ids[k++] = items[i].ev.ev.id;
+    int k = open_ids(items, n, ids);
     if (sc_db_insert_consumed_many(&w->db, c->k->name, ids, k, &e)) {
         if (e.code == 1213)
             return TXN_DEADLOCK;
@@ -915,8 +919,12 @@ static void *worker_main(void *arg)
         /* Closing the channel returns every unacked delivery to the queue. */
         session_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
-         * reconnects now and then should not keep its peak heap forever. */
+         * reconnects now and then should not keep its peak heap forever.
+         * (Not under ASan: its allocator replaces glibc's, whose arenas
+         * malloc_trim would then corrupt at thread exit.) */
+#ifndef SC_NO_MALLOC_TRIM
         malloc_trim(0);
+#endif
         if (sc_stop_requested())
             break;
         if (handled > 0)

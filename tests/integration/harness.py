@@ -165,6 +165,18 @@ def wait_until(pred, timeout=60, step=0.1):
 
 # ---- the sidecar process ---------------------------------------------------
 
+def spawn(owner, command, env=None):
+    """Starts `sidecar COMMAND -c owner.config_path` (under SIDECAR_WRAPPER,
+    e.g. valgrind) with one log file per run in owner.log_paths."""
+    e = dict(owner.env)
+    e.update(env or {})
+    path = os.path.join(owner.dir, f"run{len(owner.log_paths) + 1}.log")
+    owner.log_paths.append(path)
+    wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()
+    return subprocess.Popen([*wrapper, SIDECAR, command, "-c", owner.config_path], env=e,
+                            stdout=open(path, "w"), stderr=subprocess.STDOUT)
+
+
 class Sidecar:
     def __init__(self, name=None, handler=None, mysql_url=None, extra=None, consumer_extra=None,
                  env=None, exchange=None):
@@ -191,23 +203,14 @@ class Sidecar:
         self.env.pop("SIDECAR_FAULT", None)
         self.env.update(env or {})
         self.proc = None
-        self.runs = 0
         self.log_paths = []
 
     def start(self, env=None, wait=True):
-        e = dict(self.env)
-        e.update(env or {})
-        self.runs += 1
-        path = os.path.join(self.dir, f"run{self.runs}.log")
-        self.log_paths.append(path)
-        self.log_file = open(path, "w")
-        wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()  # e.g. valgrind
-        self.proc = subprocess.Popen([*wrapper, SIDECAR, "consume", "-c", self.config_path], env=e,
-                                     stdout=self.log_file, stderr=subprocess.STDOUT)
+        self.proc = spawn(self, "consume", env)
         if not wait:
             return True
         # Ready once the worker says it is consuming (the queue is declared).
-        ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(self.runs))
+        ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(len(self.log_paths)))
                            or self.proc.poll() is not None, timeout=30)
         return ready
 
@@ -411,14 +414,9 @@ class Relay:
         self.log_paths = []
 
     def start(self, env=None):
-        e = dict(os.environ)
-        e.pop("SIDECAR_FAULT", None)
-        e.update(env or {})
-        path = os.path.join(self.dir, f"run{len(self.log_paths) + 1}.log")
-        self.log_paths.append(path)
-        wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()
-        self.proc = subprocess.Popen([*wrapper, SIDECAR, "relay", "-c", self.config_path], env=e,
-                                     stdout=open(path, "w"), stderr=subprocess.STDOUT)
+        self.env = dict(os.environ)
+        self.env.pop("SIDECAR_FAULT", None)
+        self.proc = spawn(self, "relay", env)
         return self
 
     lines = Sidecar.lines
