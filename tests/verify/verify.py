@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import *  # noqa: E402,F403
@@ -221,15 +222,71 @@ for props, body in dl:
 mm = re.search(r"error (\d+) \(SQLSTATE (\w+), \w+\): .*for key '([^']+)'", reason)
 second_dups = [l for l in second.outcomes("duplicate") if l.get("event_id") == E7]
 second_applied = [l for l in second.outcomes("applied") if l.get("event_id") == E7]
+cases = {"otherUniqueKey": {
+    "vendorCode": int(mm.group(1)) if mm else None, "sqlstate": mm.group(2) if mm else None,
+    "constraint": mm.group(3) if mm else None, "treatedAsDuplicate": len(second_dups),
+    "appliedByThisConsumer": len(second_applied), "deadLettered": bool(reason),
+    "consumedEventRowsForThisConsumer": vq("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s AND event_id = %s", (second.name, E7))[0][0]}}
+case_ok = {"otherUniqueKey": mm is not None and mm.group(1) == "1062" and mm.group(3) == "uq_verify_event_only" and not second_dups}
+
+# A foreign key and data too long, in a side database of their own (its
+# consumed_event gets a foreign key to outbox_event and a short consumer_name).
+SIDE = DB + "_side"
+with admin_db() as c, c.cursor() as cur:
+    cur.execute(f"CREATE DATABASE {SIDE} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    cur.execute(f"GRANT ALL ON {SIDE}.* TO 'sidecar'@'127.0.0.1'")
+for f in sorted(os.listdir(os.path.join(ROOT, "sql"))):
+    if f.endswith(".sql") and f[0].isdigit():
+        subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", SIDE],
+                       stdin=open(os.path.join(ROOT, "sql", f)), check=True)
+with pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="root", database=SIDE, autocommit=True) as c, c.cursor() as cur:
+    cur.execute("ALTER TABLE consumed_event ADD CONSTRAINT fk_verify_outbox FOREIGN KEY (event_id) REFERENCES outbox_event (event_id)")
+SIDE_URL = MYSQL_URL.rsplit("/", 1)[0] + "/" + SIDE
+
+
+def side_case(label, name, key, pattern):
+    """One consumer on the side database, one event straight to its queue."""
+    cons = Sidecar(name=name, exchange=EXCHANGE, mysql_url=SIDE_URL, extra={"log": {"level": "debug"}},
+                   consumer_extra={"bindings": [{"exchange": EXCHANGE, "routing_key": key}],
+                                   "max_attempts": 1})
+    cons.start()
+    eid = str(uuid.uuid4())
+    cc = amqp()
+    publish(cc.channel(), EXCHANGE, key, event_body(eid, etype=key, subject="77"), message_id=eid)
+    cc.close()
+    wait_until(lambda: queue_depth(cons.dlq) >= 1, timeout=30)
+    cons.stop()
+    why = ""
+    for props, body in drain(cons.dlq):
+        if json.loads(body).get("id") == eid:
+            why = (props.headers or {}).get("x-sidecar-reason", b"")
+            why = why.decode() if isinstance(why, bytes) else why
+    m = re.search(r"error (\d+) \(SQLSTATE (\w+), \w+\): " + pattern, why)
+    dups = [l for l in cons.outcomes("duplicate") if l.get("event_id") == eid]
+    cases[label] = {"vendorCode": int(m.group(1)) if m else None, "sqlstate": m.group(2) if m else None,
+                    "constraint": m.group(3) if m else None, "treatedAsDuplicate": len(dups),
+                    "deadLettered": bool(why), "reason": why[:200]}
+    return m, dups
+
+
+m_fk, d_fk = side_case("foreignKey", "verify-fk-" + suffix(), "VERIFY_FK", r".*CONSTRAINT `([^`]+)`")
+case_ok["foreignKey"] = m_fk is not None and m_fk.group(1) == "1452" and m_fk.group(3) == "fk_verify_outbox" and not d_fk
+with pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="root", database=SIDE, autocommit=True) as c, c.cursor() as cur:
+    cur.execute("ALTER TABLE consumed_event DROP FOREIGN KEY fk_verify_outbox")
+    cur.execute("ALTER TABLE consumed_event MODIFY consumer_name VARCHAR(12) NOT NULL")
+m_dl, d_dl = side_case("dataTooLong", "verify-data-too-long-" + suffix(), "VERIFY_DTL", r".*for column `?'?([a-z_]+)")
+case_ok["dataTooLong"] = m_dl is not None and m_dl.group(1) == "1406" and not d_dl
+with admin_db() as c, c.cursor() as cur:
+    cur.execute(f"DROP DATABASE {SIDE}")
+
 injections.append({
     "point": "nonTargetIntegrityErrorWhileClaiming",
-    "expected": "1062 on another unique key is a failure: rolled back, retried, dead-lettered with SQLSTATE, vendor code and constraint; never 'already consumed', never acked as done",
-    "observed": {"vendorCode": int(mm.group(1)) if mm else None, "sqlstate": mm.group(2) if mm else None,
-                 "constraint": mm.group(3) if mm else None, "treatedAsDuplicate": len(second_dups),
-                 "appliedByThisConsumer": len(second_applied), "deadLettered": bool(reason),
-                 "consumedEventRowsForThisConsumer": vq("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s AND event_id = %s", (second.name, E7))[0][0]}})
-ok(mm is not None and mm.group(1) == "1062" and mm.group(3) == "uq_verify_event_only" and not second_dups,
-   f"non-target 1062 while claiming is a failure, dead-lettered with code, SQLSTATE and constraint ({reason[:120]})")
+    "expected": "1062 on another unique key, a foreign key, data too long: each a failure, rolled back, dead-lettered with SQLSTATE, vendor code and constraint or column; never 'already consumed', never acked as done",
+    "observed": cases})
+for label, good in case_ok.items():
+    ok(good, f"non-target integrity error while claiming ({label}): a failure with code, SQLSTATE and "
+             f"constraint recorded, never a duplicate ({cases[label].get('vendorCode')}, {cases[label].get('sqlstate')}, "
+             f"{cases[label].get('constraint')})")
 
 # ---- 1. before the order transaction commits --------------------------------
 outbox_before = vq("SELECT COUNT(*) FROM outbox_event")[0][0]
@@ -323,7 +380,7 @@ invariants = {
         and stored[0][1] == E and counts["committedOrders"] == 1),
     "noEffectWithoutCommittedOrder": verdict(effects_without_order == 0 and orders_after_crash == 0 and outbox_added == 0),
     "onlyTargetUniqueConflictMeansAlreadyConsumed": verdict(
-        dups_backed and len(dup_lines) >= 1 and not second_dups and mm is not None and mm.group(3) == "uq_verify_event_only"),
+        dups_backed and len(dup_lines) >= 1 and all(case_ok.values()) and len(case_ok) == 3),
     "oneLocalEffectPerConsumerAndEvent": verdict(
         multi_consumed == 0 and jobs == np_consumed and counts["consumedEventRows"] == 1 and counts["notificationJobs"] == 1),
     "everyNonTerminalStateIsQueryable": verdict(all(observed_states.values()) and len(observed_states) == 4),
