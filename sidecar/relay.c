@@ -317,7 +317,12 @@ static int connect_amqp(struct relay *r)
 static int connect_db(struct relay *r)
 {
     struct sc_db_err e = {0};
-    if (sc_db_connect(&r->db, r->cfg, &e) || prepare(r, &e)) {
+    /* READ COMMITTED: the claim locks only the rows it takes, no gaps, so
+     * producers inserting new outbox rows never wait on (or deadlock with)
+     * a claim. */
+    if (sc_db_connect(&r->db, r->cfg, &e) ||
+        sc_db_query(&r->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e) ||
+        prepare(r, &e)) {
         sc_warn("relay: database: error %u: %s", e.code, e.msg);
         sc_db_close(&r->db);
         return -1;
@@ -467,6 +472,9 @@ int sc_relay_run(const struct sc_config *cfg)
         int n = claim(&r, &e);
         if (n < 0) {
             sc_warn("relay: claim failed: error %u (SQLSTATE %s): %s", e.code, e.sqlstate, e.msg);
+            struct sc_db_err rb = {0};
+            if (e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0)
+                continue; /* deadlock or lock wait: the claim simply runs again */
             sc_db_close(&r.db);
             atomic_store(&r.m.db_connected, 0);
             continue;

@@ -165,6 +165,22 @@ def wait_until(pred, timeout=60, step=0.1):
 
 # ---- the sidecar process ---------------------------------------------------
 
+_children = []
+
+
+def _reap():
+    """No sidecar outlives its test, even one that died of an exception: a
+    stray relay would publish the next test's outbox rows."""
+    for p in _children:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+import atexit  # noqa: E402
+atexit.register(_reap)
+
+
 def spawn(owner, command, env=None):
     """Starts `sidecar COMMAND -c owner.config_path` (under SIDECAR_WRAPPER,
     e.g. valgrind) with one log file per run in owner.log_paths."""
@@ -173,8 +189,10 @@ def spawn(owner, command, env=None):
     path = os.path.join(owner.dir, f"run{len(owner.log_paths) + 1}.log")
     owner.log_paths.append(path)
     wrapper = os.environ.get("SIDECAR_WRAPPER", "").split()
-    return subprocess.Popen([*wrapper, SIDECAR, command, "-c", owner.config_path], env=e,
+    proc = subprocess.Popen([*wrapper, SIDECAR, command, "-c", owner.config_path], env=e,
                             stdout=open(path, "w"), stderr=subprocess.STDOUT)
+    _children.append(proc)
+    return proc
 
 
 class Sidecar:
