@@ -132,16 +132,7 @@ def publish_events(exchange, events, routing_key="ORDER_ACCEPTED", pace_s=0.0):
 
 def drain(queue, limit=10000):
     """Gets and acks every message in queue: [(properties, body)]."""
-    conn = amqp()
-    ch = conn.channel()
-    out = []
-    while len(out) < limit:
-        m, props, body = ch.basic_get(queue, auto_ack=True)
-        if m is None:
-            break
-        out.append((props, body))
-    conn.close()
-    return out
+    return [(props, body) for _, props, body in drain_with_keys(queue, limit)]
 
 
 def queue_depth(queue):
@@ -481,6 +472,7 @@ def bound_queue(exchange, routing_key="#"):
 
 
 def drain_with_keys(queue, limit=100000):
+    """Gets and acks every message in queue: [(routing_key, properties, body)]."""
     conn = amqp()
     ch = conn.channel()
     out = []

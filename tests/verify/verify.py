@@ -24,15 +24,21 @@ EXP = "exp-" + time.strftime("%Y%m%dT%H%M%S") + "-" + suffix()[:4]
 DB = "verify_" + suffix()
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-# ---- a database of its own, so nothing else's outbox rows mix in ----------
-with admin_db() as c, c.cursor() as cur:
-    cur.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    cur.execute(f"USE {DB}")
+
+
+def create_database(name):
+    """A database with the schema of sql/, for the 'sidecar' user."""
+    with admin_db() as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        cur.execute(f"GRANT ALL ON {name}.* TO 'sidecar'@'127.0.0.1'")
     for f in sorted(os.listdir(os.path.join(ROOT, "sql"))):
         if f.endswith(".sql") and f[0].isdigit():
-            subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", DB],
+            subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", name],
                            stdin=open(os.path.join(ROOT, "sql", f)), check=True)
-    cur.execute(f"GRANT ALL ON {DB}.* TO 'sidecar'@'127.0.0.1'")
+
+
+# ---- a database of its own, so nothing else's outbox rows mix in ----------
+create_database(DB)
 MYSQL_URL = os.environ["SC_TEST_MYSQL_URL"].rsplit("/", 1)[0] + "/" + DB
 os.environ["SC_TEST_MYSQL_URL"] = MYSQL_URL
 
@@ -232,13 +238,7 @@ case_ok = {"otherUniqueKey": mm is not None and mm.group(1) == "1062" and mm.gro
 # A foreign key and data too long, in a side database of their own (its
 # consumed_event gets a foreign key to outbox_event and a short consumer_name).
 SIDE = DB + "_side"
-with admin_db() as c, c.cursor() as cur:
-    cur.execute(f"CREATE DATABASE {SIDE} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    cur.execute(f"GRANT ALL ON {SIDE}.* TO 'sidecar'@'127.0.0.1'")
-for f in sorted(os.listdir(os.path.join(ROOT, "sql"))):
-    if f.endswith(".sql") and f[0].isdigit():
-        subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", SIDE],
-                       stdin=open(os.path.join(ROOT, "sql", f)), check=True)
+create_database(SIDE)
 with pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="root", database=SIDE, autocommit=True) as c, c.cursor() as cur:
     cur.execute("ALTER TABLE consumed_event ADD CONSTRAINT fk_verify_outbox FOREIGN KEY (event_id) REFERENCES outbox_event (event_id)")
 SIDE_URL = MYSQL_URL.rsplit("/", 1)[0] + "/" + SIDE
