@@ -11,6 +11,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "lifecycle.h"
 #include "log.h"
 
 /* Longest any single broker RPC (declare, bind, qos, consume) may take. */
@@ -321,16 +322,8 @@ int sc_amqp_confirm_select(struct sc_amqp *a, char *err, size_t err_len)
     amqp_confirm_select(a->conn, SC_AMQP_CHANNEL);
     if (reply_error(amqp_get_rpc_reply(a->conn), "confirm.select", err, err_len))
         return -1;
-    a->confirm_mode = 1;
     a->next_seq = 1;
     return 0;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int bytes_eq(amqp_bytes_t x, amqp_bytes_t y)
@@ -394,9 +387,9 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
         }
     }
     size_t pending = n;
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = sc_now_ms() + timeout_ms;
     while (pending > 0) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - sc_now_ms();
         if (left <= 0)
             break;
         struct timeval tv = {(time_t)(left / 1000), (suseconds_t)((left % 1000) * 1000)};

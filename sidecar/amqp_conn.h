@@ -14,7 +14,6 @@
 
 struct sc_amqp {
     amqp_connection_state_t conn;
-    int confirm_mode;
     uint64_t next_seq;     /* publish sequence number under confirms */
 };
 

@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 
 #include "amqp_conn.h"
 #include "db.h"
@@ -59,30 +57,6 @@ struct worker {
 
 /* What the loop does after a delivery. */
 enum next { NEXT_CONTINUE, NEXT_RESET };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void rfc3339_now(char *out, size_t len)
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, len - n, ".%06ldZ", (long)tv.tv_usec);
-}
 
 /* ---- headers of republished messages ------------------------------------ */
 
@@ -228,6 +202,14 @@ static void set_error_fields(struct item *it, const struct sc_db_err *e)
 }
 
 static enum txn finish(struct worker *w, struct item *items, int n, int applied);
+
+/* After the fast path rolled back: what it had applied is open again. */
+static void reopen_applied(struct item *items, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (items[i].parsed && items[i].d == D_APPLIED)
+            items[i].d = D_OPEN;
+}
 static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int n);
 
 /* Calls the handler for one delivery inside the open transaction and
@@ -240,10 +222,10 @@ static enum txn call_handler(struct worker *w, struct item *it)
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
     char reason[512] = "";
-    int64_t t0 = now_us();
+    int64_t t0 = sc_now_us();
     sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev, reason,
                                                sizeof reason);
-    sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
+    sc_hist_observe(&c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     sc_db_last_error(&w->db, &e);
     if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
         return TXN_LOST;
@@ -290,10 +272,10 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
             evs[k++] = &items[i].ev.ev;
         }
     memset(w->reasons, 0, (size_t)k * REASON_LEN);
-    int64_t t0 = now_us();
+    int64_t t0 = sc_now_us();
     int rc = c->plugin.handle_batch(c->plugin.state, w->db.conn, evs, (size_t)k, st, w->reasons,
                                     REASON_LEN);
-    sc_hist_observe(&c->m.handler_seconds, (double)(now_us() - t0) / 1e6);
+    sc_hist_observe(&c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     sc_db_last_error(&w->db, &e);
     if (rc != 0) {
         if (e.cls == SC_DBERR_CONNECTION)
@@ -340,9 +322,7 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
             return TXN_LOST;
         if (sc_db_rollback(&w->db, &e))
             return TXN_LOST;
-        for (int j = 0; j < k; j++)
-            if (items[idx[j]].d == D_APPLIED)
-                items[idx[j]].d = D_OPEN;
+        reopen_applied(items, n);
         return TXN_NOTHING;
     }
     return finish(w, items, n, applied);
@@ -420,9 +400,7 @@ static enum txn run_fast(struct worker *w, struct item *items, int n)
          * path, this one is not called again. */
         if (sc_db_rollback(&w->db, &e))
             return TXN_LOST;
-        for (int j = 0; j < n; j++)
-            if (items[j].parsed && items[j].d == D_APPLIED)
-                items[j].d = D_OPEN;
+        reopen_applied(items, n);
         return TXN_NOTHING;
     }
     return finish(w, items, n, applied);
@@ -439,7 +417,7 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
     int savepoints = open > 1, applied = 0;
     struct sc_db_err e = {0};
 
-    w->last_db_use_ms = now_ms();
+    w->last_db_use_ms = sc_now_ms();
     if (open > 1) {
         enum txn fast = run_fast(w, items, n);
         if (fast != TXN_NOTHING)
@@ -496,9 +474,9 @@ static enum txn finish(struct worker *w, struct item *items, int n, int applied)
         return TXN_EMPTY;
     }
     SC_FAULT("consumer.before_commit");
-    int64_t t0 = now_us();
+    int64_t t0 = sc_now_us();
     int failed = sc_db_commit(&w->db, &e);
-    sc_hist_observe(&w->c->m.commit_seconds, (double)(now_us() - t0) / 1e6);
+    sc_hist_observe(&w->c->m.commit_seconds, (double)(sc_now_us() - t0) / 1e6);
     if (failed) {
         for (int i = 0; i < n; i++) {
             if (items[i].d != D_APPLIED)
@@ -521,7 +499,7 @@ static int publish_dead(struct worker *w, struct item *it)
     char failed_at[64];
     if (headers_from(&h, delivery_headers(&it->env)))
         return -1;
-    rfc3339_now(failed_at, sizeof failed_at);
+    sc_log_timestamp(failed_at, sizeof failed_at);
     headers_str(&h, H_REASON, amqp_cstring_bytes(it->why));
     headers_str(&h, H_CONSUMER, amqp_cstring_bytes(k->name));
     headers_int(&h, H_ATTEMPTS, it->attempt);
@@ -740,7 +718,7 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
             }
         }
     }
-    int64_t committed_us = now_us();
+    int64_t committed_us = sc_now_us();
     if (sc_log_enabled(SC_LOG_DEBUG)) {
         int counts[D_REQUEUE + 1] = {0};
         for (int i = 0; i < n; i++)
@@ -833,7 +811,7 @@ static int session_open(struct worker *w)
         return -1;
     }
     gauge(&w->c->m.consuming, &w->up_consuming, 1);
-    w->last_db_use_ms = now_ms();
+    w->last_db_use_ms = sc_now_ms();
     sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)",
            w->index, k->queue, k->prefetch, w->db.thread_id);
     return 0;
@@ -848,14 +826,14 @@ static long consume_loop(struct worker *w, struct item *items)
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name};
     long handled = 0;
-    int64_t last_service_ms = now_ms();
+    int64_t last_service_ms = sc_now_ms();
     char err[512];
     while (!sc_stop_requested()) {
         err[0] = 0;
         /* The publishing connection is idle between dead-letters and
          * retries: service its heartbeats even while deliveries stream. */
-        if (now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
-            last_service_ms = now_ms();
+        if (sc_now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
+            last_service_ms = sc_now_ms();
             if (sc_amqp_service(&w->out)) {
                 sc_log(SC_LOG_WARN, &lf, "publisher connection lost");
                 break;
@@ -867,8 +845,8 @@ static long consume_loop(struct worker *w, struct item *items)
             break;
         }
         if (r == SC_AMQP_RECV_TIMEOUT) {
-            if (now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
-                w->last_db_use_ms = now_ms();
+            if (sc_now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
+                w->last_db_use_ms = sc_now_ms();
                 if (mysql_ping(w->db.conn)) {
                     sc_log(SC_LOG_WARN, &lf, "database connection lost while idle: %s",
                            mysql_error(w->db.conn));
@@ -877,7 +855,7 @@ static long consume_loop(struct worker *w, struct item *items)
             }
             continue;
         }
-        items[0].received_us = now_us();
+        items[0].received_us = sc_now_us();
         int n = 1, closed = 0;
         while (n < k->batch_max) {
             r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
@@ -887,7 +865,7 @@ static long consume_loop(struct worker *w, struct item *items)
                 closed = 1;
                 break;
             }
-            items[n++].received_us = now_us();
+            items[n++].received_us = sc_now_us();
         }
         enum next next = NEXT_RESET;
         if (closed)

@@ -33,6 +33,18 @@ void sc_request_stop(void)
     stop_flag = 1;
 }
 
+int64_t sc_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t sc_now_ms(void)
+{
+    return sc_now_us() / 1000;
+}
+
 void sc_sleep_ms(int ms)
 {
     while (ms > 0 && !stop_flag) {

@@ -2,10 +2,16 @@
 #ifndef SC_LIFECYCLE_H
 #define SC_LIFECYCLE_H
 
+#include <stdint.h>
+
 /* SIGTERM and SIGINT request a stop; SIGPIPE is ignored. */
 void sc_lifecycle_init(void);
 int sc_stop_requested(void);
 void sc_request_stop(void);
+
+/* Monotonic clock, for timeouts and durations. */
+int64_t sc_now_ms(void);
+int64_t sc_now_us(void);
 
 /* Sleeps up to ms, returning early when a stop is requested. */
 void sc_sleep_ms(int ms);

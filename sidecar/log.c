@@ -22,6 +22,16 @@ int sc_log_set_level(const char *name)
     return -1;
 }
 
+void sc_log_timestamp(char *out, size_t len)
+{
+    struct timeval tv;
+    struct tm tm;
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, len - n, ".%06ldZ", (long)tv.tv_usec);
+}
+
 struct buf {
     char *p;
     size_t len, cap;
@@ -83,13 +93,7 @@ void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *
         return;
     char line[4096], msg[2048], ts[64];
     struct buf b = {line, 0, sizeof line - 2}; /* room kept for "}\n" */
-    struct timeval tv;
-    struct tm tm;
-
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + n, sizeof ts - n, ".%06ldZ", (long)tv.tv_usec);
+    sc_log_timestamp(ts, sizeof ts);
 
     va_list ap;
     va_start(ap, fmt);

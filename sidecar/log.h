@@ -2,6 +2,7 @@
 #ifndef SC_LOG_H
 #define SC_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum sc_log_level { SC_LOG_DEBUG = 0, SC_LOG_INFO, SC_LOG_WARN, SC_LOG_ERROR };
@@ -20,6 +21,9 @@ struct sc_log_fields {
 };
 
 extern int sc_log_min_level;
+
+/* Now in UTC as RFC 3339 with microseconds: 2026-11-29T18:25:09.420816Z. */
+void sc_log_timestamp(char *out, size_t len);
 
 /* Returns 0, or -1 when name is not one of debug|info|warn|error. */
 int sc_log_set_level(const char *name);

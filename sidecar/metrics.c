@@ -187,21 +187,20 @@ char *sc_metrics_render(void)
     if (relay) {
         struct sc_relay_metrics *r = relay;
         snprintf(lab, sizeof lab, "worker=\"%s\"", esc(r->worker_id, e, sizeof e));
-        emit(&o, "# HELP sidecar_relay_published_total Events confirmed by the broker and marked PUBLISHED.\n"
-                 "# TYPE sidecar_relay_published_total counter\nsidecar_relay_published_total{%s} %llu\n",
-             lab, atomic_load(&r->published));
-        emit(&o, "# HELP sidecar_relay_lease_lost_total Confirmed events whose lease another worker held at marking.\n"
-                 "# TYPE sidecar_relay_lease_lost_total counter\nsidecar_relay_lease_lost_total{%s} %llu\n",
-             lab, atomic_load(&r->lease_lost));
-        emit(&o, "# HELP sidecar_relay_returned_total Unroutable events (basic.return).\n"
-                 "# TYPE sidecar_relay_returned_total counter\nsidecar_relay_returned_total{%s} %llu\n",
-             lab, atomic_load(&r->returned));
-        emit(&o, "# HELP sidecar_relay_nacked_total Events nacked by the broker.\n"
-                 "# TYPE sidecar_relay_nacked_total counter\nsidecar_relay_nacked_total{%s} %llu\n",
-             lab, atomic_load(&r->nacked));
-        emit(&o, "# HELP sidecar_relay_unconfirmed_total Events without a confirm in time.\n"
-                 "# TYPE sidecar_relay_unconfirmed_total counter\nsidecar_relay_unconfirmed_total{%s} %llu\n",
-             lab, atomic_load(&r->unconfirmed));
+        const struct {
+            const char *name, *help;
+            atomic_ullong *v;
+        } counters[] = {
+            {"sidecar_relay_published_total", "Events confirmed by the broker and marked PUBLISHED.", &r->published},
+            {"sidecar_relay_lease_lost_total", "Confirmed events whose lease another worker held at marking.", &r->lease_lost},
+            {"sidecar_relay_returned_total", "Unroutable events (basic.return).", &r->returned},
+            {"sidecar_relay_nacked_total", "Events nacked by the broker.", &r->nacked},
+            {"sidecar_relay_unconfirmed_total", "Events without a confirm in time.", &r->unconfirmed},
+        };
+        for (size_t k = 0; k < sizeof counters / sizeof *counters; k++)
+            emit(&o, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %llu\n", counters[k].name,
+                 counters[k].help, counters[k].name, counters[k].name, lab,
+                 atomic_load(counters[k].v));
         emit(&o, "# HELP sidecar_relay_confirm_seconds From publishing a batch to its last confirm.\n"
                  "# TYPE sidecar_relay_confirm_seconds histogram\n");
         hist(&o, "sidecar_relay_confirm_seconds", lab, &r->confirm_seconds);

@@ -48,13 +48,6 @@ struct relay {
 
 #define GAUGE_REFRESH_MS 5000
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- database ------------------------------------------------------------ */
 
 /* "?,?,...,?" with n placeholders. */
@@ -343,10 +336,10 @@ static int publish_batch(struct relay *r, int n)
         }
     }
     char err[512] = "";
-    int64_t t0 = now_ms();
+    int64_t t0 = sc_now_ms();
     int rc = sc_amqp_publish_confirmed(&r->amqp, r->msgs, (size_t)n, r->rc->confirm_timeout_ms, err,
                                        sizeof err);
-    sc_hist_observe(&r->m.confirm_seconds, (double)(now_ms() - t0) / 1000.0);
+    sc_hist_observe(&r->m.confirm_seconds, (double)(sc_now_ms() - t0) / 1000.0);
     sc_hist_observe(&r->m.batch_size, n);
     if (rc < 0) {
         sc_warn("relay: publishing failed, the batch is left to its lease: %s", err);
@@ -397,9 +390,9 @@ static int publish_batch(struct relay *r, int n)
  * every few seconds, cached for /metrics. */
 static void refresh_gauges(struct relay *r)
 {
-    if (now_ms() - r->last_gauge_ms < GAUGE_REFRESH_MS)
+    if (sc_now_ms() - r->last_gauge_ms < GAUGE_REFRESH_MS)
         return;
-    r->last_gauge_ms = now_ms();
+    r->last_gauge_ms = sc_now_ms();
     static const char sql[] =
         "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) "
         "FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')";

@@ -302,6 +302,14 @@ def new_events(n, start=1000):
 
 # ---- a TCP proxy that cuts a MySQL connection right after COMMIT is sent ----
 
+def _shut(*socks):
+    for x in socks:
+        try:
+            x.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class CommitCuttingProxy:
     """Listens on loopback and forwards to MariaDB. While `armed` > 0, it
     forwards a client's COMMIT to the server, lets the server execute it,
@@ -346,11 +354,7 @@ class CommitCuttingProxy:
                 dst.sendall(b)
         except OSError:
             pass
-        for x in (src, dst):
-            try:
-                x.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(src, dst)
 
     def _client_to_server(self, c, s, state):
         buf = b""
@@ -384,19 +388,11 @@ class CommitCuttingProxy:
                 s.sendall(out)
                 if cut:
                     time.sleep(0.3)  # the server executes the COMMIT meanwhile
-                    for x in (c, s):
-                        try:
-                            x.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass
+                    _shut(c, s)
                     return
         except OSError:
             pass
-        for x in (c, s):
-            try:
-                x.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(c, s)
 
 
 # ---- the relay and the producer ---------------------------------------------
