@@ -16,6 +16,11 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv);
 /* dlq list|show|replay CONSUMER [--id EVENT_ID | --all] */
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
 
+/* check: loads the handlers, connects to both servers, declares the
+ * topology. 0 when everything answered, 1 otherwise, 2 when a handler is
+ * refused. */
+int sc_check_run(const struct sc_config *cfg);
+
 /* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
 long long sc_parse_duration_s(const char *s);
 

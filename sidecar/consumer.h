@@ -11,9 +11,4 @@
  * handler is refused at start-up. */
 int sc_consume_run(const struct sc_config *cfg);
 
-/* `sidecar check`: loads the handlers, connects to both servers, declares
- * the topology. Returns 0 when everything answered, 1 otherwise, 2 when a
- * handler is refused. */
-int sc_consume_check(const struct sc_config *cfg);
-
 #endif

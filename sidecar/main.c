@@ -13,19 +13,56 @@
 #include "relay.h"
 #include "sc_build_config.h"
 
+/* One row per command: its name, how it is called, what it does, whether
+ * it takes arguments after -c FILE, and what runs it. */
+struct command {
+    const char *name;
+    const char *synopsis;
+    const char *help;
+    int takes_args;
+    int daemon; /* logs its start */
+    int (*run)(const struct sc_config *cfg, int argc, char **argv);
+};
+
+static int run_consume(const struct sc_config *cfg, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return sc_consume_run(cfg);
+}
+
+static int run_relay(const struct sc_config *cfg, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return sc_relay_run(cfg);
+}
+
+static int run_check(const struct sc_config *cfg, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return sc_check_run(cfg);
+}
+
+static const struct command commands[] = {
+    {"consume", "consume -c FILE", "run every consumer in the config until SIGTERM/SIGINT", 0, 1,
+     run_consume},
+    {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, run_relay},
+    {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
+     0, run_check},
+    {"inspect", "inspect -c FILE EVENT_ID [--json]",
+     "the event's state everywhere; exit 1 when nothing is known", 1, 0, sc_inspect_run},
+    {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
+     "delete consumed_event and PUBLISHED outbox_event rows past retention", 1, 0, sc_purge_run},
+    {"dlq", "dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]",
+     "list, show or replay dead-lettered messages", 1, 0, sc_dlq_run},
+};
+#define N_COMMANDS (sizeof commands / sizeof *commands)
+
 static void usage(FILE *out)
 {
-    fputs("usage: sidecar COMMAND [-c FILE]\n"
-          "\n"
-          "  consume -c FILE   run every consumer in the config until SIGTERM/SIGINT\n"
-          "  relay   -c FILE   run the outbox relay until SIGTERM/SIGINT\n"
-          "  check   -c FILE   validate the config, load handlers, connect to both servers\n"
-          "  inspect -c FILE EVENT_ID [--json]\n"
-          "                    the event's state everywhere; exit 1 when nothing is known\n"
-          "  purge   -c FILE --older-than DURATION [--dry-run] [--force]\n"
-          "                    delete consumed_event and PUBLISHED outbox_event rows past retention\n"
-          "  dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]\n"
-          "  version           print the version\n"
+    fputs("usage: sidecar COMMAND [-c FILE]\n\n", out);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %s\n      %s\n", commands[i].synopsis, commands[i].help);
+    fputs("  version\n      print the version\n"
           "\n"
           "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
           "Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or bad config.\n",
@@ -73,11 +110,11 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    static const char *const commands[] = {"consume", "relay", "check", "inspect", "purge", "dlq"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        known |= strcmp(cmd, commands[i]) == 0;
-    if (!known) {
+    const struct command *c = NULL;
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            c = &commands[i];
+    if (!c) {
         fprintf(stderr, "sidecar: unknown command '%s'\n", cmd);
         usage(stderr);
         return 2;
@@ -90,9 +127,7 @@ int main(int argc, char **argv)
         free(rest);
         return rc;
     }
-    int takes_args = strcmp(cmd, "inspect") == 0 || strcmp(cmd, "purge") == 0 ||
-                     strcmp(cmd, "dlq") == 0;
-    if (!takes_args && n_rest > 0) {
+    if (!c->takes_args && n_rest > 0) {
         fprintf(stderr, "sidecar %s: unexpected argument '%s'\n", cmd, rest[0]);
         usage(stderr);
         sc_config_free(&cfg);
@@ -105,21 +140,9 @@ int main(int argc, char **argv)
         return 1;
     }
     sc_lifecycle_init();
-    if (strcmp(cmd, "consume") == 0) {
+    if (c->daemon)
         sc_info("sidecar %s starting", SC_VERSION);
-        rc = sc_consume_run(&cfg);
-    } else if (strcmp(cmd, "relay") == 0) {
-        sc_info("sidecar %s starting", SC_VERSION);
-        rc = sc_relay_run(&cfg);
-    } else if (strcmp(cmd, "inspect") == 0) {
-        rc = sc_inspect_run(&cfg, n_rest, rest);
-    } else if (strcmp(cmd, "purge") == 0) {
-        rc = sc_purge_run(&cfg, n_rest, rest);
-    } else if (strcmp(cmd, "dlq") == 0) {
-        rc = sc_dlq_run(&cfg, n_rest, rest);
-    } else {
-        rc = sc_consume_check(&cfg);
-    }
+    rc = c->run(&cfg, n_rest, rest);
     free(rest);
     sc_config_free(&cfg);
     mysql_library_end();
