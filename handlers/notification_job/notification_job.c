@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <mysql.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,44 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
     return SC_HANDLER_OK;
 }
 
+/* A growing SQL buffer: every append checks the room it needs and grows,
+ * so no event, however hostile, can write or make the server read past it.
+ * After a failed append the buffer is marked broken and stays so. */
+struct sqlbuf {
+    char *p;
+    size_t len, cap;
+    int broken;
+};
+
+__attribute__((format(printf, 2, 3))) static void sqlbuf_printf(struct sqlbuf *b, const char *fmt,
+                                                               ...)
+{
+    if (b->broken)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->broken = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 > b->len + (size_t)n + 1 ? b->cap * 2 : b->len + (size_t)n + 1;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->broken = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
 /* The whole batch in one multi-row INSERT. Events it must refuse are
  * decided without touching the database; if the INSERT fails, nothing of
  * it happened and handle() per event finds the culprit. */
@@ -77,12 +116,12 @@ static int handle_batch(void *state, struct st_mysql *conn, const struct sc_even
                         size_t n, sc_handler_status *status, char *reasons, size_t reason_len)
 {
     (void)state;
-    size_t cap = 160 + n * 96, off = 0, rows = 0;
-    char *sql = malloc(cap);
-    if (!sql)
+    struct sqlbuf b = {.p = malloc(256), .cap = 256};
+    if (!b.p)
         return -1;
-    off = (size_t)snprintf(sql, cap, "INSERT INTO notification_job (event_id, order_id, "
-                           "source_version, status, created_at) VALUES ");
+    size_t rows = 0;
+    sqlbuf_printf(&b, "INSERT INTO notification_job (event_id, order_id, source_version, status, "
+                      "created_at) VALUES ");
     for (size_t i = 0; i < n; i++) {
         const struct sc_event *ev = events[i];
         long long order_id;
@@ -95,14 +134,18 @@ static int handle_batch(void *state, struct st_mysql *conn, const struct sc_even
             status[i] = handle(state, NULL, ev, reasons + i * reason_len, reason_len);
             continue;
         }
-        off += (size_t)snprintf(sql + off, cap - off, "%s('%s', %lld, %" PRId64 ", 'PENDING', UTC_TIMESTAMP(6))",
-                                rows ? ", " : "", ev->id, order_id, ev->eventversion);
+        /* The id is a validated canonical UUID and the rest are integers:
+         * nothing here needs escaping. */
+        sqlbuf_printf(&b, "%s('%s', %lld, %" PRId64 ", 'PENDING', UTC_TIMESTAMP(6))",
+                      rows ? ", " : "", ev->id, order_id, ev->eventversion);
         rows++;
     }
     int rc = 0;
-    if (rows && mysql_real_query(conn, sql, off) != 0)
+    if (b.broken)
+        rc = -1; /* out of memory: handle() per event instead */
+    else if (rows && mysql_real_query(conn, b.p, b.len) != 0)
         rc = -1;
-    free(sql);
+    free(b.p);
     return rc;
 }
 
