@@ -186,7 +186,7 @@ static int declare_queue(struct sc_amqp *a, const char *name, const char *type,
     amqp_table_t args = {n, entries};
     amqp_queue_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(name), 0, 1, 0, 0, args);
     char what[300];
-    snprintf(what, sizeof what, "declare queue %s", name);
+    snprintf(what, sizeof what, "declare queue %.280s", name);
     return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
 }
 
@@ -512,4 +512,12 @@ amqp_bytes_t sc_amqp_header_bytes(const amqp_table_t *h, const char *key)
     if (v && (v->kind == AMQP_FIELD_KIND_UTF8 || v->kind == AMQP_FIELD_KIND_BYTES))
         return v->value.bytes;
     return amqp_empty_bytes;
+}
+
+int sc_amqp_heartbeat(struct sc_amqp *a)
+{
+    if (!a->conn)
+        return -1;
+    amqp_frame_t f = {.frame_type = AMQP_FRAME_HEARTBEAT, .channel = 0};
+    return amqp_send_frame(a->conn, &f) == AMQP_STATUS_OK ? 0 : -1;
 }

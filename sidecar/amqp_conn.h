@@ -88,6 +88,10 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
  * frames. Returns 0, or -1 when the connection is gone. */
 int sc_amqp_service(struct sc_amqp *a);
 
+/* Sends one heartbeat frame now (for a thread busy elsewhere: rabbitmq-c
+ * sends them only inside its own calls). Returns 0 when sent. */
+int sc_amqp_heartbeat(struct sc_amqp *a);
+
 const char *sc_publish_result_name(enum sc_publish_result r);
 
 /* Integer value of a header, or def when absent or not an integer. */

@@ -23,6 +23,8 @@
 #define PUBLISHER_SERVICE_MS 1000
 #define SC_BATCH_MAX 1000 /* the config bound of batch_max */
 #define REASON_LEN 512
+/* Attempt counts read from headers are clamped here (a header is input). */
+#define SC_MAX_ATTEMPTS_SEEN 1000000
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
 
@@ -50,6 +52,7 @@ struct worker {
     struct sc_amqp out;  /* publishing connection, confirm mode: DLQ and retries */
     pthread_t thread;
     int64_t last_db_use_ms;
+    int64_t last_heartbeat_ms; /* last heartbeat sent by keep_alive() */
     struct item *items;  /* batch_max deliveries */
     char *reasons;       /* batch_max * REASON_LEN, for handle_batch */
     int up_db, up_amqp, up_consuming; /* this worker's part of the gauges */
@@ -141,6 +144,8 @@ static int republish(struct worker *w, const amqp_envelope_t *env, const char *q
     return -1;
 }
 
+static void gauge(atomic_int *g, int *mine, int up);
+
 /* ---- one batch ----------------------------------------------------------- */
 
 /* What becomes of a delivery of the batch. */
@@ -161,6 +166,8 @@ struct item {
     struct sc_parsed_event ev;
     enum disposition d;
     int republished;      /* its retry or dead-letter copy was confirmed */
+    int decided_early;    /* dead before the transaction (x-delivery-count guard):
+                             no retry of the batch reopens it */
     struct sc_log_fields lf;
     char ev_sqlstate[6];
     char why[1024];
@@ -173,10 +180,38 @@ enum txn {
     TXN_NOTHING,    /* internal to the fast path: take the per-delivery path */
     TXN_EMPTY,      /* nothing to commit (duplicates and failures only): rolled back */
     TXN_DEADLOCK,   /* the server rolled the whole transaction back (1213) */
+    TXN_VANISHED,   /* the claims were gone before COMMIT: a handler swallowed an
+                       error that rolled the transaction back (1213, 1205) */
     TXN_LOST,       /* the connection died before COMMIT: nothing committed */
     TXN_UNKNOWN,    /* COMMIT failed or the connection dropped around it */
     TXN_BROKEN,     /* a handler ended the transaction itself */
 };
+
+static const char *txn_name(enum txn t)
+{
+    static const char *const names[] = {
+        [TXN_COMMITTED] = "committed", [TXN_OPEN] = "open",         [TXN_NOTHING] = "nothing",
+        [TXN_EMPTY] = "empty",         [TXN_DEADLOCK] = "deadlock", [TXN_VANISHED] = "vanished",
+        [TXN_LOST] = "lost",           [TXN_UNKNOWN] = "unknown",   [TXN_BROKEN] = "broken",
+    };
+    return names[t];
+}
+
+/* rabbitmq-c services heartbeats only inside its own calls. A batch that
+ * spends long in the database (lock waits, slow handlers, many deliveries)
+ * would go silent and the broker would close the connection, returning the
+ * whole batch, possibly forever: send heartbeats on both connections every
+ * half interval while the batch runs. */
+static void keep_alive(struct worker *w)
+{
+    int hb = w->c->cfg->amqp_heartbeat_s;
+    int64_t now = sc_now_ms();
+    if (hb <= 0 || now - w->last_heartbeat_ms < (int64_t)hb * 500)
+        return;
+    w->last_heartbeat_ms = now;
+    sc_amqp_heartbeat(&w->in);
+    sc_amqp_heartbeat(&w->out);
+}
 
 static void describe_db_error(char *out, size_t len, const char *what, const struct sc_db_err *e)
 {
@@ -222,6 +257,7 @@ static enum txn call_handler(struct worker *w, struct item *it)
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
     char reason[512] = "";
+    keep_alive(w);
     int64_t t0 = sc_now_us();
     sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev, reason,
                                                sizeof reason);
@@ -428,6 +464,7 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
         struct item *it = &items[i];
         if (!it->parsed || it->d != D_OPEN)
             continue;
+        keep_alive(w);
         if (savepoints && sc_db_query(&w->db, "SAVEPOINT sc_item", &e))
             return e.cls == SC_DBERR_TRANSIENT && e.code == 1213 ? TXN_DEADLOCK : TXN_LOST;
         if (sc_db_insert_consumed(&w->db, c->k->name, it->ev.ev.id, &e)) {
@@ -463,6 +500,50 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
     return finish(w, items, n, applied);
 }
 
+/* Proves, before COMMIT, that the applied deliveries' claims are still in
+ * the transaction. A handler that swallows an error which rolled the
+ * transaction back (deadlock 1213; 1205 under innodb_rollback_on_timeout)
+ * and returns OK leaves nothing of it: the client cannot see that (an ERR
+ * packet carries no status, and with autocommit off the next statement
+ * opens a new transaction), so COMMIT would succeed on nothing and the ack
+ * would lose the messages. One COUNT of the claim rows on the same
+ * connection tells. Returns TXN_OPEN when all are there, TXN_VANISHED
+ * (rolled back now) when any is missing, TXN_LOST when the connection died. */
+static enum txn verify_claims(struct worker *w, struct item *items, int n, int applied)
+{
+    const char *ids[SC_BATCH_MAX];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].d == D_APPLIED)
+            ids[k++] = items[i].ev.ev.id;
+    struct sc_db_err e = {0};
+    long found = -1;
+    if (k == 0)
+        return TXN_OPEN;
+    if (sc_db_count_consumed_many(&w->db, w->c->k->name, ids, k, &found, &e) == 0) {
+        if (found == k)
+            return TXN_OPEN;
+        sc_log(SC_LOG_ERROR, &items[0].lf,
+               "%d of %d claims are gone before COMMIT: handler %s ignored an error that rolled "
+               "the transaction back; rolling back and retrying", k - (int)found, applied,
+               w->c->plugin.h->name);
+    } else if (e.cls == SC_DBERR_CONNECTION) {
+        return TXN_LOST;
+    } else {
+        /* No proof either way: roll back, the ladder retries. */
+        sc_log(SC_LOG_WARN, &items[0].lf, "could not verify the claims before COMMIT: error %u: "
+               "%s; rolling back and retrying", e.code, e.msg);
+    }
+    if (sc_db_rollback(&w->db, &e))
+        return TXN_LOST;
+    for (int i = 0; i < n; i++)
+        if (items[i].d == D_APPLIED)
+            snprintf(items[i].why, sizeof items[i].why,
+                     "claim vanished before COMMIT (the handler ignored an error that rolled the "
+                     "transaction back)");
+    return TXN_VANISHED;
+}
+
 /* Ends the batch's transaction: COMMIT when something was applied, else a
  * ROLLBACK that releases the duplicates' locks. */
 static enum txn finish(struct worker *w, struct item *items, int n, int applied)
@@ -473,7 +554,11 @@ static enum txn finish(struct worker *w, struct item *items, int n, int applied)
             return TXN_LOST;
         return TXN_EMPTY;
     }
+    enum txn v = verify_claims(w, items, n, applied);
+    if (v != TXN_OPEN)
+        return v;
     SC_FAULT("consumer.before_commit");
+    keep_alive(w);
     int64_t t0 = sc_now_us();
     int failed = sc_db_commit(&w->db, &e);
     sc_hist_observe(&w->c->m.commit_seconds, (double)(sc_now_us() - t0) / 1e6);
@@ -593,6 +678,7 @@ static enum next settle(struct worker *w, struct item *items, int n, int64_t com
         it->republished = 0;
         if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
             continue;
+        keep_alive(w);
         if ((it->d == D_RETRY ? publish_retry(w, it) : publish_dead(w, it)) != 0)
             all_settled = 0; /* this one and the rest stay unacked */
         else
@@ -623,11 +709,31 @@ static enum next settle(struct worker *w, struct item *items, int n, int64_t com
     return failed || !all_settled ? NEXT_RESET : NEXT_CONTINUE;
 }
 
+/* Before a retry of the batch: everything the failed transaction decided
+ * is open again, but not what was decided before it ran. */
 static void reopen(struct item *items, int n)
 {
     for (int i = 0; i < n; i++)
-        if (items[i].parsed)
+        if (items[i].parsed && !items[i].decided_early)
             items[i].d = D_OPEN;
+}
+
+/* A fresh database session with the sidecar's settings (autocommit off,
+ * UTC, bounded lock waits) and its statements prepared again. Returns 0, or
+ * -1 when it could not be made (the caller resets everything). */
+static int reset_db_session(struct worker *w)
+{
+    struct sc_db_err e = {0};
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    sc_db_close(&w->db);
+    if (sc_db_connect(&w->db, w->c->cfg, &e) || sc_db_prepare_consumer(&w->db, &e)) {
+        gauge(&w->c->m.db_connected, &w->up_db, 0);
+        sc_log(SC_LOG_WARN, &lf, "database session reset failed: %s", e.msg);
+        return -1;
+    }
+    sc_log(SC_LOG_WARN, &lf, "database session reset after a handler contract violation "
+           "(database thread %lu)", w->db.thread_id);
+    return 0;
 }
 
 /* Parses, runs the transaction (retrying a deadlocked batch once, then one
@@ -645,13 +751,17 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
         it->lf.delivery_tag = it->env.delivery_tag;
         int64_t attempt = sc_amqp_header_int(h, H_ATTEMPTS, 1);
         int64_t delivery_count = sc_amqp_header_int(h, "x-delivery-count", -1); /* quorum */
+        /* Anyone can write the header: clamp before any arithmetic. */
+        if (delivery_count > SC_MAX_ATTEMPTS_SEEN)
+            delivery_count = SC_MAX_ATTEMPTS_SEEN;
         if (delivery_count >= 0 && delivery_count + 1 > attempt)
             attempt = delivery_count + 1;
-        if (attempt < 1 || attempt > 1000000)
+        if (attempt < 1 || attempt > SC_MAX_ATTEMPTS_SEEN)
             attempt = 1;
         it->attempt = (int)attempt;
         it->lf.attempt = it->attempt;
         it->d = D_OPEN;
+        it->decided_early = 0;
         char reason[512];
         const char *mid = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? p->message_id.bytes : NULL;
         size_t mid_len = mid ? p->message_id.len : 0;
@@ -674,10 +784,12 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
              * likely): dead-letter it before it can take the process down
              * again. */
             snprintf(it->why, sizeof it->why,
-                     "delivered %lld times (x-delivery-count), more than max_attempts %d without "
-                     "an outcome: dead-lettered without running the handler",
-                     (long long)delivery_count + 1, k->max_attempts);
+                     "delivered %lld%s times (x-delivery-count), more than max_attempts %d "
+                     "without an outcome: dead-lettered without running the handler",
+                     (long long)delivery_count + 1,
+                     delivery_count == SC_MAX_ATTEMPTS_SEEN ? " or more" : "", k->max_attempts);
             it->d = D_DEAD;
+            it->decided_early = 1;
             continue;
         }
         parsed++;
@@ -690,21 +802,25 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
 
     sc_hist_observe(&w->c->m.batch_size, n);
     enum txn t = parsed ? run_transaction(w, items, n) : TXN_EMPTY;
-    if (t == TXN_DEADLOCK) {
-        sc_log(SC_LOG_WARN, &items[0].lf, "deadlock: retrying the batch of %d", n);
+    if (t == TXN_DEADLOCK || t == TXN_VANISHED) {
+        sc_log(SC_LOG_WARN, &items[0].lf, "%s: retrying the batch of %d",
+               t == TXN_DEADLOCK ? "deadlock" : "transaction rolled back under the handler", n);
         reopen(items, n);
         t = run_transaction(w, items, n);
     }
-    if (t == TXN_DEADLOCK) {
-        sc_log(SC_LOG_WARN, &items[0].lf, "deadlock again: one delivery per transaction");
+    if (t == TXN_DEADLOCK || t == TXN_VANISHED) {
+        sc_log(SC_LOG_WARN, &items[0].lf, "%s again: one delivery per transaction",
+               t == TXN_DEADLOCK ? "deadlock" : "transaction rolled back under the handler");
         reopen(items, n);
         t = TXN_EMPTY;
         for (int i = 0; i < n && t != TXN_LOST && t != TXN_UNKNOWN; i++) {
-            if (!items[i].parsed)
+            if (!items[i].parsed || items[i].d != D_OPEN)
                 continue;
             enum txn one = run_transaction(w, &items[i], 1);
-            if (one == TXN_DEADLOCK) {
-                snprintf(items[i].why, sizeof items[i].why, "deadlock (1213) in its own transaction");
+            if (one == TXN_DEADLOCK || one == TXN_VANISHED) {
+                if (one == TXN_DEADLOCK)
+                    snprintf(items[i].why, sizeof items[i].why,
+                             "deadlock (1213) in its own transaction");
                 items[i].d = D_RETRY;
             } else if (one == TXN_LOST || one == TXN_UNKNOWN || one == TXN_BROKEN) {
                 t = one == TXN_BROKEN ? TXN_EMPTY : one;
@@ -724,8 +840,8 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
         for (int i = 0; i < n; i++)
             counts[items[i].d]++;
         sc_log(SC_LOG_DEBUG, &(struct sc_log_fields){.consumer = k->name},
-               "batch of %d: transaction %d, applied=%d duplicate=%d retry=%d dead=%d requeue=%d",
-               n, (int)t, counts[D_APPLIED], counts[D_DUPLICATE], counts[D_RETRY], counts[D_DEAD],
+               "batch of %d: transaction %s, applied=%d duplicate=%d retry=%d dead=%d requeue=%d",
+               n, txn_name(t), counts[D_APPLIED], counts[D_DUPLICATE], counts[D_RETRY], counts[D_DEAD],
                counts[D_REQUEUE]);
     }
     switch (t) {
@@ -748,11 +864,16 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
          * unique key and settles it. */
         sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1);
         return NEXT_RESET;
-    case TXN_BROKEN:
+    case TXN_BROKEN: {
         for (int i = 0; i < n; i++)
             if (items[i].parsed && items[i].d != D_DEAD)
                 items[i].d = D_REQUEUE;
-        return settle(w, items, n, committed_us);
+        enum next after = settle(w, items, n, committed_us);
+        /* The handler may have left the session changed (autocommit on: every
+         * later claim would commit on its own, and a retried copy would meet
+         * its own claim as a "duplicate"): never reuse it. */
+        return reset_db_session(w) ? NEXT_RESET : after;
+    }
     default:
         return settle(w, items, n, committed_us);
     }

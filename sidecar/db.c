@@ -85,9 +85,12 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     sc_mysql_url_free(&u);
     db->thread_id = mysql_thread_id(db->conn);
 
-    char sql[160];
-    snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d, time_zone = '+00:00'",
-             cfg->mysql_lock_wait_timeout_s);
+    char sql[200];
+    /* lc_messages: a duplicate is recognised by the key name in the English
+     * text of error 1062; a server set to another language must not turn
+     * every duplicate into a failure. */
+    snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d, time_zone = '+00:00', "
+             "lc_messages = 'en_US'", cfg->mysql_lock_wait_timeout_s);
     if (sc_db_query(db, sql, e) || mysql_autocommit(db->conn, 0)) {
         if (!e->code)
             sc_db_last_error(db, e);
@@ -197,8 +200,10 @@ int sc_db_insert_consumed(struct sc_db *db, const char *consumer, const char *ev
 
 /* Builds "<head><row>, <row>..." or "<head>'a', 'b'...)" for the many-row
  * statements; ids are validated UUIDs, the consumer name is escaped. */
+enum many { MANY_INSERT, MANY_DELETE, MANY_COUNT };
+
 static int run_many(struct sc_db *db, const char *consumer, const char *const *ids, int n,
-                    int insert, struct sc_db_err *e)
+                    enum many what, long *count, struct sc_db_err *e)
 {
     size_t clen = strlen(consumer);
     char *quoted = malloc(clen * 2 + 1);
@@ -213,20 +218,37 @@ static int run_many(struct sc_db *db, const char *consumer, const char *const *i
     }
     mysql_real_escape_string(db->conn, quoted, consumer, (unsigned long)clen);
     size_t off;
-    if (insert) {
+    if (what == MANY_INSERT) {
         off = (size_t)snprintf(sql, len,
             "INSERT INTO consumed_event (consumer_name, event_id, consumed_at) VALUES ");
         for (int i = 0; i < n; i++)
             off += (size_t)snprintf(sql + off, len - off, "%s('%s', '%s', UTC_TIMESTAMP(6))",
                                     i ? ", " : "", quoted, ids[i]);
     } else {
-        off = (size_t)snprintf(sql, len,
-            "DELETE FROM consumed_event WHERE consumer_name = '%s' AND event_id IN (", quoted);
+        off = (size_t)snprintf(sql, len, "%s FROM consumed_event WHERE consumer_name = '%s' AND "
+                               "event_id IN (", what == MANY_DELETE ? "DELETE" : "SELECT COUNT(*)",
+                               quoted);
         for (int i = 0; i < n; i++)
             off += (size_t)snprintf(sql + off, len - off, "%s'%s'", i ? ", " : "", ids[i]);
         snprintf(sql + off, len - off, ")");
     }
-    int rc = sc_db_query(db, sql, e);
+    int rc;
+    if (what != MANY_COUNT) {
+        rc = sc_db_query(db, sql, e);
+    } else if ((rc = mysql_real_query(db->conn, sql, strlen(sql)) ? -1 : 0) != 0) {
+        sc_db_last_error(db, e);
+    } else {
+        MYSQL_RES *res = mysql_store_result(db->conn);
+        MYSQL_ROW r = res ? mysql_fetch_row(res) : NULL;
+        if (r && r[0])
+            *count = strtol(r[0], NULL, 10);
+        else
+            rc = -1;
+        if (res)
+            mysql_free_result(res);
+        if (rc)
+            sc_db_last_error(db, e);
+    }
     free(sql);
     free(quoted);
     return rc;
@@ -235,13 +257,20 @@ static int run_many(struct sc_db *db, const char *consumer, const char *const *i
 int sc_db_insert_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
                                int n, struct sc_db_err *e)
 {
-    return run_many(db, consumer, ids, n, 1, e);
+    return run_many(db, consumer, ids, n, MANY_INSERT, NULL, e);
 }
 
 int sc_db_delete_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
                                int n, struct sc_db_err *e)
 {
-    return n > 0 ? run_many(db, consumer, ids, n, 0, e) : 0;
+    return n > 0 ? run_many(db, consumer, ids, n, MANY_DELETE, NULL, e) : 0;
+}
+
+int sc_db_count_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                              int n, long *count, struct sc_db_err *e)
+{
+    *count = 0;
+    return n > 0 ? run_many(db, consumer, ids, n, MANY_COUNT, count, e) : 0;
 }
 
 int sc_db_in_transaction(const struct sc_db *db)

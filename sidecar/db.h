@@ -62,6 +62,11 @@ int sc_db_insert_consumed_many(struct sc_db *db, const char *consumer, const cha
 int sc_db_delete_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
                                int n, struct sc_db_err *e);
 
+/* SELECT COUNT(*) of the claims of ids for consumer, in one statement on the
+ * connection (so inside its open transaction). */
+int sc_db_count_consumed_many(struct sc_db *db, const char *consumer, const char *const *ids,
+                              int n, long *count, struct sc_db_err *e);
+
 /* 1 while the server reports an open transaction and autocommit off. */
 int sc_db_in_transaction(const struct sc_db *db);
 

@@ -3,6 +3,10 @@
  *   ALWAYS_RETRY  RETRY every time (exhausts max_attempts)
  *   POISON        REJECT
  *   COMMITTER     runs COMMIT itself (a contract violation the sidecar catches)
+ *   SWALLOW_LOCK  locks t_locks rows 1 then 2; on any error returns OK with no
+ *                 effect (swallows a deadlock that rolled the transaction back)
+ *   AUTOCOMMIT_ON runs SET autocommit=1 (a contract violation), then the effect
+ *   LOCK_WAIT     locks t_locks row 3 (held by the test): RETRY on a lock wait
  *   anything else the sample effect: a notification_job row */
 #include <mysql.h>
 #include <pthread.h>
@@ -82,6 +86,33 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
             if (step == 0 && calls == 1)
                 mysql_real_query(conn, "DO SLEEP(0.5)", 13);
         }
+        return effect(conn, ev, reason, len);
+    }
+    if (strcmp(ev->type, "SWALLOW_LOCK") == 0) {
+        const char *const locks[] = {"SELECT id FROM t_locks WHERE id = 1 FOR UPDATE",
+                                     "SELECT id FROM t_locks WHERE id = 2 FOR UPDATE"};
+        for (int step = 0; step < 2; step++) {
+            if (mysql_real_query(conn, locks[step], strlen(locks[step])))
+                return SC_HANDLER_OK; /* the bug under test: the error is ignored */
+            MYSQL_RES *r = mysql_store_result(conn);
+            if (r)
+                mysql_free_result(r);
+        }
+        return effect(conn, ev, reason, len);
+    }
+    if (strcmp(ev->type, "AUTOCOMMIT_ON") == 0) {
+        mysql_real_query(conn, "SET autocommit = 1", 18);
+        return effect(conn, ev, reason, len);
+    }
+    if (strcmp(ev->type, "LOCK_WAIT") == 0) {
+        const char *sql = "SELECT id FROM t_locks WHERE id = 3 FOR UPDATE";
+        if (mysql_real_query(conn, sql, strlen(sql))) {
+            snprintf(reason, len, "lock wait: error %u: %s", mysql_errno(conn), mysql_error(conn));
+            return SC_HANDLER_RETRY;
+        }
+        MYSQL_RES *r = mysql_store_result(conn);
+        if (r)
+            mysql_free_result(r);
         return effect(conn, ev, reason, len);
     }
     if (strcmp(ev->type, "COMMITTER") == 0) {
