@@ -769,6 +769,8 @@ static enum next process_batch(struct worker *w, struct item *items, int n)
                            &it->ev, reason, sizeof reason)) {
             it->parsed = 0;
             it->d = D_DEAD;
+            if (it->ev.log_id[0])
+                it->lf.event_id = it->ev.log_id; /* readable even when malformed */
             snprintf(it->why, sizeof it->why, "malformed: %s", reason);
             atomic_fetch_add(&w->c->m.outcomes[SC_OUT_MALFORMED], 1);
             it->lf.outcome = "malformed";

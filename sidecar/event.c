@@ -1,9 +1,12 @@
 #include "event.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "json_span.h"
 
 int sc_is_canonical_uuid(const char *s, size_t len)
 {
@@ -19,6 +22,43 @@ int sc_is_canonical_uuid(const char *s, size_t len)
         }
     }
     return 1;
+}
+
+int sc_uuid_canonical(const char *s, size_t len, char out[37])
+{
+    if (len == 45 && strncasecmp(s, "urn:uuid:", 9) == 0)
+        s += 9, len -= 9;
+    else if (len == 38 && s[0] == '{' && s[37] == '}')
+        s += 1, len -= 2;
+    if (len != 36)
+        return -1;
+    for (size_t i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return -1;
+        } else if (!isxdigit((unsigned char)c)) {
+            return -1;
+        }
+        out[i] = (char)tolower((unsigned char)c);
+    }
+    out[36] = 0;
+    return 0;
+}
+
+/* The body with the value span [a, b) replaced by `null`, for a parser that
+ * must not see `data` (it would convert or refuse its numbers). */
+static char *without_span(const char *body, size_t len, size_t a, size_t b, size_t *out_len)
+{
+    char *t = malloc(len - (b - a) + 5);
+    if (!t)
+        return NULL;
+    memcpy(t, body, a);
+    memcpy(t + a, "null", 4);
+    memcpy(t + a + 4, body + b, len - b);
+    *out_len = len - (b - a) + 4;
+    t[*out_len] = 0;
+    return t;
 }
 
 /* A required attribute: a non-empty string. Returns it, or NULL with reason. */
@@ -59,7 +99,16 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
 {
     json_error_t je;
     memset(out, 0, sizeof *out);
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* `data` is taken as written; the rest goes through the parser. */
+    size_t d0 = 0, d1 = 0, plen = len;
+    int has_data = sc_json_member_span(body, len, "data", &d0, &d1) == 1;
+    char *patched = has_data ? without_span(body, len, d0, d1, &plen) : NULL;
+    if (has_data && !patched) {
+        snprintf(reason, reason_len, "out of memory");
+        return -1;
+    }
+    json_t *root = json_loadb(patched ? patched : body, plen, JSON_REJECT_DUPLICATES, &je);
+    free(patched);
     if (!root) {
         snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);
         return -1;
@@ -75,17 +124,24 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
         snprintf(reason, reason_len, "unsupported specversion '%.16s' (expected '1.0')", spec);
         goto bad;
     }
-    const char *id = required_string(root, "id", reason, reason_len);
-    if (!id)
+    json_t *idv = json_object_get(root, "id");
+    if (json_is_string(idv))
+        snprintf(out->log_id, sizeof out->log_id, "%.64s", json_string_value(idv));
+    const char *raw_id = required_string(root, "id", reason, reason_len);
+    if (!raw_id)
         goto bad;
-    if (!sc_is_canonical_uuid(id, strlen(id))) {
-        snprintf(reason, reason_len, "attribute 'id' is not a canonical lowercase UUID");
+    if (sc_uuid_canonical(raw_id, strlen(raw_id), out->id)) {
+        snprintf(reason, reason_len, "attribute 'id' is not a UUID (RFC 4122: 8-4-4-4-12 hex "
+                 "digits, optionally in braces or after urn:uuid:)");
         goto bad;
     }
+    const char *id = out->id;
+    memcpy(out->log_id, out->id, sizeof out->id);
     if (!(out->ev.type = required_string(root, "type", reason, reason_len)) ||
         !(out->ev.source = required_string(root, "source", reason, reason_len)))
         goto bad;
-    if (message_id && (message_id_len != 36 || memcmp(message_id, id, 36) != 0)) {
+    char mid[37];
+    if (message_id && (sc_uuid_canonical(message_id, message_id_len, mid) || strcmp(mid, id) != 0)) {
         snprintf(reason, reason_len, "message_id property '%.*s' differs from id '%s'",
                  (int)(message_id_len > 64 ? 64 : message_id_len), message_id, id);
         goto bad;
@@ -106,7 +162,17 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
         out->ev.has_eventversion = 1;
     }
     json_t *data = json_object_get(root, "data");
-    if (data) {
+    if (has_data) {
+        if (!(out->data_json = malloc(d1 - d0 + 1))) {
+            snprintf(reason, reason_len, "out of memory");
+            goto bad;
+        }
+        memcpy(out->data_json, body + d0, d1 - d0);
+        out->data_json[d1 - d0] = 0;
+        out->ev.data_json = out->data_json;
+        out->ev.data_json_len = d1 - d0;
+    } else if (data) {
+        /* Only a member spelled with escapes ("d\u0061ta") gets here. */
         if (!(out->data_json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY))) {
             snprintf(reason, reason_len, "attribute 'data' cannot be encoded");
             goto bad;
@@ -119,7 +185,11 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
     return 0;
 bad:
     json_decref(root);
+    free(out->data_json);
+    char keep[sizeof out->log_id];
+    memcpy(keep, out->log_id, sizeof keep);
     memset(out, 0, sizeof *out);
+    memcpy(out->log_id, keep, sizeof keep);
     return -1;
 }
 

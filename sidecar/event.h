@@ -9,15 +9,24 @@
 struct sc_parsed_event {
     struct sc_event ev;  /* what the handler sees; points into the members below */
     void *json;          /* the parsed body (json_t *) */
-    char *data_json;     /* owned */
+    char *data_json;     /* owned: `data` exactly as written in the body */
+    char id[37];         /* the canonical lowercase id */
+    /* Set even when parsing fails, whenever an id could be read: the
+     * canonical id, or the first 64 bytes of a malformed one (for logs). */
+    char log_id[65];
 };
 
 /* Returns 1 when s is a canonical lowercase UUID (8-4-4-4-12 hex). */
 int sc_is_canonical_uuid(const char *s, size_t len);
 
+/* Accepts any RFC 4122 spelling of a UUID: hex digits of either case in
+ * 8-4-4-4-12 groups, optionally in braces or after "urn:uuid:". Writes the
+ * canonical lowercase form (37 bytes with the NUL) and returns 0, or -1. */
+int sc_uuid_canonical(const char *s, size_t len, char out[37]);
+
 /* Parses body[0..len). message_id is the AMQP property or NULL when absent.
  * Returns 0, or -1 with the reason the message is malformed in reason
- * (and nothing to free). */
+ * (nothing to free; out->log_id may still name the event). */
 int sc_event_parse(const char *body, size_t len, const char *message_id, size_t message_id_len,
                    struct sc_parsed_event *out, char *reason, size_t reason_len);
 

@@ -60,7 +60,8 @@ struct sc_event {
     const char *time;          /* RFC 3339, or NULL */
     int64_t eventversion;      /* valid when has_eventversion != 0 */
     int has_eventversion;
-    const char *data_json;     /* the `data` member as compact JSON, or NULL */
+    const char *data_json;     /* the `data` member's JSON text exactly as written in
+                                  the message (numbers keep every digit), or NULL */
     size_t data_json_len;
 };
 
