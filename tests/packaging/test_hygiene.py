@@ -1,0 +1,62 @@
+"""Repository and build hygiene (issue 10.16, 10.17):
+- no Erlang crash dump is committed, and the test broker writes its dumps
+  into its own folder, never into the caller's checkout;
+- `meson setup` with the tests enabled works on a machine without
+  docker-compose (the compose check is then simply not defined)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+n = 0
+failed = 0
+
+
+def ok(cond, label, detail=""):
+    global n, failed
+    n += 1
+    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
+    if not cond:
+        failed += 1
+        for line in str(detail).splitlines()[-20:]:
+            print("#   " + line)
+
+
+tracked = subprocess.run(["git", "-C", root, "ls-files", "--", "erl_crash.dump", "*/erl_crash.dump"],
+                         capture_output=True, text=True)
+ok(tracked.returncode == 0 and tracked.stdout.strip() == "", "no erl_crash.dump is tracked",
+   tracked.stdout + tracked.stderr)
+ok("erl_crash.dump" in open(os.path.join(root, ".gitignore")).read().split(), ".gitignore names erl_crash.dump")
+servers = open(os.path.join(root, "tests", "servers")).read()
+ok('export ERL_CRASH_DUMP="$dir/rabbit/erl_crash.dump"' in servers,
+   "tests/servers points the broker's ERL_CRASH_DUMP into its own folder")
+dump = os.environ.get("ERL_CRASH_DUMP", "")
+test_dir = os.environ.get("SC_TEST_DIR", "")
+ok(bool(test_dir) and dump.startswith(test_dir + "/"),
+   f"the test environment carries ERL_CRASH_DUMP under the servers' folder ({dump!r})")
+
+# A PATH with everything but docker-compose.
+shadow = tempfile.mkdtemp(prefix="sc-nocompose-")
+seen = set()
+for d in os.environ.get("PATH", "").split(":"):
+    if not os.path.isdir(d):
+        continue
+    for name in os.listdir(d):
+        if name in seen or name.startswith("docker-compose"):
+            continue
+        seen.add(name)
+        try:
+            os.symlink(os.path.join(d, name), os.path.join(shadow, name))
+        except OSError:
+            pass
+ok(shutil.which("docker-compose", path=shadow) is None, "the shadow PATH has no docker-compose")
+build = tempfile.mkdtemp(prefix="sc-setup-")
+r = subprocess.run(["meson", "setup", build, root, "-Dtests=true"], capture_output=True, text=True,
+                   env=dict(os.environ, PATH=shadow), timeout=300)
+ok(r.returncode == 0, "meson setup -Dtests=true succeeds without docker-compose", r.stdout + r.stderr)
+shutil.rmtree(build, ignore_errors=True)
+shutil.rmtree(shadow, ignore_errors=True)
+print(f"1..{n}")
+sys.exit(1 if failed else 0)
