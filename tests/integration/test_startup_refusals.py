@@ -73,16 +73,19 @@ c["mysql"]["url"] = "mysql://sidecar:sidecar@127.0.0.1:1/app"
 d = tempfile.mkdtemp()
 p = os.path.join(d, "c.json")
 json.dump(c, open(p, "w"))
-proc = subprocess.Popen([SIDECAR, "consume", "-c", p], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-time.sleep(1.5)
-ok(proc.poll() is None, "with the database unreachable the sidecar keeps retrying instead of exiting")
+log = os.path.join(d, "out.log")
+proc = subprocess.Popen([SIDECAR, "consume", "-c", p], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+# Retrying means: at least two failed connects logged, and still running.
+ok(wait_until(lambda: open(log).read().count("database connect failed") >= 2 or proc.poll() is not None,
+              timeout=15) and proc.poll() is None,
+   "with the database unreachable the sidecar keeps retrying instead of exiting")
 proc.send_signal(signal.SIGTERM)
 try:
     rc = proc.wait(15)
 except subprocess.TimeoutExpired:
     proc.kill()
     rc = None
-out = proc.stdout.read()
+out = open(log).read()
 is_eq(rc, 0, "SIGTERM during reconnect backoff: exit 0")
 ok("database connect failed" in out, "the connect failure was logged")
 done()
