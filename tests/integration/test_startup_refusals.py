@@ -40,6 +40,12 @@ rc, out = run_sidecar_cmd(["consume"], c)
 is_eq(rc, 2, "missing handler file: exit 2")
 ok("/nonexistent/handler.so" in out, "missing handler file named")
 
+# The harness itself: start() of a sidecar that exits during start-up (here
+# exit 2, its handler file is missing) must report failure, not readiness.
+dead = Sidecar(handler="/nonexistent/handler.so")
+ok(dead.start() is False and not dead.alive() and dead.proc.returncode == 2,
+   f"harness: Sidecar.start() fails when the process already exited (exit {dead.proc.returncode})")
+
 rc, out = run_sidecar_cmd(["check"], base)
 is_eq(rc, 0, f"check with a good config: exit 0 ({out.strip()[:300]})")
 ok("mysql: connected" in out and "notification_job loaded" in out, "check reports both servers and the handler")
