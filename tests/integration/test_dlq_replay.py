@@ -81,7 +81,7 @@ conn = amqp()
 ch = conn.channel()
 m, props, body = ch.basic_get(a.dlq, auto_ack=False)
 ok(m is not None and props.expiration is None and json.loads(body)["id"] == poison,
-   f"the DLQ copy carries no expiration (got {getattr(props, 'expiration', '?')!r})")
+   f"the DLQ copy carries no expiration (got {props.expiration if m else 'no message in the DLQ'!r})")
 conn.close()  # not acked: it stays in the DLQ
 is_eq(queue_depth(a.dlq), 1, "the DLQ copy is still there")
 is_eq(a.stop(), 0, "A: clean stop")
