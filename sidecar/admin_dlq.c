@@ -163,14 +163,11 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
             if (!all && strcmp(d->event_id, id) != 0)
                 continue;
             matched++;
-            char ex[256], rk[256];
+            /* To the dead-lettering consumer's own queue through the
+             * default exchange, as its retries go: the original exchange
+             * would hand a copy to every queue bound to it, and a consumer
+             * whose consumed_event rows were purged would apply it again. */
             const amqp_basic_properties_t *p = &d->msg.properties;
-            header_text(p, "x-sidecar-original-exchange", ex, sizeof ex);
-            header_text(p, "x-sidecar-original-routing-key", rk, sizeof rk);
-            if (strcmp(ex, "-") == 0)
-                ex[0] = 0;
-            if (strcmp(rk, "-") == 0)
-                snprintf(rk, sizeof rk, "%s", k->queue);
             /* Back as it first came: without the sidecar's headers, so it
              * starts again at attempt 1. */
             amqp_basic_properties_t np = *p;
@@ -185,12 +182,13 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
                         keep[nk++] = p->headers.entries[j];
             np.headers.num_entries = nk;
             np.headers.entries = keep;
-            struct sc_publish m = {.exchange = ex, .routing_key = rk, .props = &np,
+            sc_amqp_props_clear_ttl(&np); /* only the operator may let it expire */
+            struct sc_publish m = {.exchange = "", .routing_key = k->queue, .props = &np,
                                    .body = d->msg.body, .mandatory = 1};
             if (sc_amqp_publish_confirmed(&pub, &m, 1, 10000, err, sizeof err) == 1 &&
                 sc_amqp_ack(&a, d->tag, 0) == 0) {
                 replayed++;
-                printf("replayed %s to exchange '%s' routing key '%s'\n", d->event_id, ex, rk);
+                printf("replayed %s to queue '%s'\n", d->event_id, k->queue);
             } else {
                 fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n",
                         d->event_id, sc_publish_result_name(m.result), err[0] ? ": " : "", err,

@@ -1,6 +1,7 @@
 /* sidecar purge: delete bookkeeping past its retention in bounded batches
  * of short transactions. */
 #include <ctype.h>
+#include <errno.h>
 #include <mysql.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,14 +12,24 @@
 #include "db.h"
 #include "lifecycle.h"
 
+/* The longest retention accepted: 100 years. Beyond it
+ * `UTC_TIMESTAMP(6) - INTERVAL n SECOND` leaves the server's date range (a
+ * NULL that silently matches nothing), and n * unit can overflow: 213503982334602d
+ * wrapped to 61184 s, a 17-hour retention. */
+#define SC_DURATION_MAX_S (36500LL * 86400)
+#define SC_DURATION_TOO_LONG (-2)
+
+/* Returns -1 when s is not a duration, SC_DURATION_TOO_LONG above
+ * SC_DURATION_MAX_S. */
 long long sc_parse_duration_s(const char *s)
 {
-    if (!s || !*s)
+    if (!s || !isdigit((unsigned char)*s))
         return -1;
+    errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (end == s || v < 0)
-        return -1;
+    if (errno == ERANGE)
+        return SC_DURATION_TOO_LONG;
     long long mult = 1;
     if (*end == 's')
         end++;
@@ -30,6 +41,9 @@ long long sc_parse_duration_s(const char *s)
         mult = 86400, end++;
     if (*end)
         return -1;
+    /* Compared before multiplying: v * mult must not overflow. */
+    if (v > SC_DURATION_MAX_S / mult)
+        return SC_DURATION_TOO_LONG;
     return v * mult;
 }
 
@@ -116,6 +130,12 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--older-than") == 0 && i + 1 < argc) {
             older = sc_parse_duration_s(argv[++i]);
+            if (older == SC_DURATION_TOO_LONG) {
+                fprintf(stderr, "sidecar purge: --older-than: '%s' is longer than the largest "
+                                "retention accepted, %lldd (100 years)\n",
+                        argv[i], (long long)SC_DURATION_MAX_S / 86400);
+                return 2;
+            }
             if (older < 0) {
                 fprintf(stderr, "sidecar purge: --older-than: expected a duration like 90s, 45m, "
                                 "36h or 7d, got '%s'\n", argv[i]);

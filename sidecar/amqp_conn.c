@@ -437,6 +437,11 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
             msgs[i].result = SC_PUB_TIMEOUT;
         acked += msgs[i].result == SC_PUB_ACKED;
     }
+    /* Every confirm and basic.return above was decoded into the channel's
+     * frame pool, which only grows until it is recycled: without this a
+     * publishing connection keeps every confirm it ever read. Nothing of
+     * this connection's pool is referenced past this point. */
+    amqp_maybe_release_buffers(a->conn);
     return acked;
 failed:
     for (size_t i = 0; i < n; i++)
@@ -451,8 +456,10 @@ int sc_amqp_service(struct sc_amqp *a)
         amqp_frame_t f;
         struct timeval tv = {0, 0};
         int rc = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
-        if (rc == AMQP_STATUS_TIMEOUT)
+        if (rc == AMQP_STATUS_TIMEOUT) {
+            amqp_maybe_release_buffers(a->conn); /* the drained frames' pool */
             return 0;
+        }
         if (rc != AMQP_STATUS_OK)
             return -1;
         if (f.frame_type == AMQP_FRAME_METHOD &&
@@ -466,6 +473,12 @@ int sc_amqp_service(struct sc_amqp *a)
         /* Anything else here is a late confirm of an earlier timed-out
          * publish: its message was already treated as not confirmed. */
     }
+}
+
+void sc_amqp_props_clear_ttl(amqp_basic_properties_t *p)
+{
+    p->_flags &= ~(amqp_flags_t)AMQP_BASIC_EXPIRATION_FLAG;
+    p->expiration = amqp_empty_bytes;
 }
 
 const char *sc_publish_result_name(enum sc_publish_result r)

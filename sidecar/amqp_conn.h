@@ -92,6 +92,13 @@ int sc_amqp_service(struct sc_amqp *a);
  * sends them only inside its own calls). Returns 0 when sent. */
 int sc_amqp_heartbeat(struct sc_amqp *a);
 
+/* Removes the per-message TTL (the `expiration` property, the only one AMQP
+ * 0-9-1 has) from a copy of a delivery's properties: a copy the sidecar
+ * republishes to a dead-letter, delay or replay target must not expire
+ * there because its publisher once set a TTL. Call it on the properties
+ * passed to sc_amqp_publish_confirmed for every such copy. */
+void sc_amqp_props_clear_ttl(amqp_basic_properties_t *p);
+
 const char *sc_publish_result_name(enum sc_publish_result r);
 
 /* Integer value of a header, or def when absent or not an integer. */

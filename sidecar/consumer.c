@@ -132,7 +132,7 @@ static int republish(struct worker *w, const amqp_envelope_t *env, const char *q
     props._flags |= AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
     /* The publisher's per-message TTL must not follow the copy: it would
      * silently expire out of the DLQ, or cut a retry delay short. */
-    props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
+    sc_amqp_props_clear_ttl(&props);
     props.headers.num_entries = h->n;
     props.headers.entries = h->e;
     props.delivery_mode = AMQP_DELIVERY_PERSISTENT;

@@ -218,10 +218,18 @@ class Sidecar:
         self.proc = spawn(self, "consume", env)
         if not wait:
             return True
-        # Ready once the worker says it is consuming (the queue is declared).
-        ready = wait_until(lambda: any(l.get("msg", "").startswith("worker") for l in self.lines(len(self.log_paths)))
-                           or self.proc.poll() is not None, timeout=30)
-        return ready
+        # Ready once the worker says it is consuming (the queue is declared)
+        # and the process is still running: a start-up that crashed or exited,
+        # even after logging that line, is a failed start.
+        run = len(self.log_paths)
+        wait_until(lambda: self.proc.poll() is not None
+                   or any(l.get("msg", "").startswith("worker") for l in self.lines(run)), timeout=30)
+        if self.proc.poll() is not None:
+            diag(f"sidecar exited during start-up with status {self.proc.returncode}; its log:")
+            for line in open(self.log_paths[-1]).read().splitlines()[-20:]:
+                diag("  " + line)
+            return False
+        return any(l.get("msg", "").startswith("worker") for l in self.lines(run))
 
     def lines(self, run=None):
         paths = self.log_paths if run is None else [self.log_paths[run - 1]]

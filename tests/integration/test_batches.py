@@ -28,23 +28,38 @@ for i, eid in enumerate(good):
         publish(ch, sc.exchange, "ORDER_ACCEPTED", "{broken json")
 conn.close()
 ok(sc.start(), "sidecar started on a full queue")
-wait_until(lambda: any(l.get("event_id") == flaky for l in sc.outcomes("applied")), timeout=30)
-batches = [l for l in sc.lines() if l.get("msg", "").startswith("batch of")]
-pat = r"batch of (\d+): transaction (\d+), applied=(\d+) duplicate=(\d+) retry=(\d+) dead=(\d+)"
-parsed = [tuple(int(x) for x in re.match(pat, l["msg"]).groups()) for l in batches]
-sums = [sum(p[i] for p in parsed) for i in (2, 3, 4, 5)]
+# Done when all 24 deliveries have their outcome (20 + flaky applied, the
+# repeat a duplicate, poison and the malformed one dead-lettered).
+ok(wait_until(lambda: len(sc.outcomes("applied")) >= 21 and len(sc.outcomes("duplicate")) >= 1
+              and len(sc.outcomes("dead_lettered")) >= 2, timeout=30), "every delivery reached its outcome")
+# consumer.c's debug line: "batch of N: transaction <name>, applied=A
+# duplicate=D retry=R dead=X requeue=Q", <name> one of the names below.
+TXN_NAMES = ("committed", "open", "nothing", "empty", "deadlock", "lost", "unknown", "broken")
+pat = re.compile(r"batch of (?P<n>\d+): transaction (?P<txn>[a-z]+), applied=(?P<applied>\d+)"
+                 r" duplicate=(?P<duplicate>\d+) retry=(?P<retry>\d+) dead=(?P<dead>\d+) requeue=(?P<requeue>\d+)$")
+batches = [l["msg"] for l in sc.lines() if l.get("msg", "").startswith("batch of")]
+parsed = [pat.match(m) for m in batches]
+ok(batches and all(parsed), "every batch line has the documented form", detail="\n".join(batches[:20]))
+parsed = [m.groupdict() for m in parsed if m]
+for p in parsed:
+    for key in ("n", "applied", "duplicate", "retry", "dead", "requeue"):
+        p[key] = int(p[key])
+ok(all(p["txn"] in TXN_NAMES for p in parsed), f"transactions by name: {sorted(set(p['txn'] for p in parsed))}")
+sums = [sum(p[k] for p in parsed) for k in ("applied", "duplicate", "retry", "dead")]
 # The broker pushes the waiting deliveries in bursts: how they split into
 # batches depends on timing, what each one became does not.
 is_eq(sums, [21, 1, 2, 2], "over all batches: 21 applied (20 + flaky), 1 duplicate, 2 retries, 2 dead-lettered")
-ok(any(p[0] > 1 for p in parsed), f"waiting deliveries were batched (sizes {[p[0] for p in parsed][:12]})")
-mixed = [p for p in parsed if p[0] > 1 and p[2] > 0 and (p[3] + p[4] + p[5]) > 0]
-diag(f"batches mixing applied deliveries with a duplicate/retry/reject: {len(mixed)}")
+ok(any(p["n"] > 1 for p in parsed), f"waiting deliveries were batched (sizes {[p['n'] for p in parsed][:12]})")
+mixed = [p for p in parsed if p["n"] > 1 and p["applied"] > 0 and (p["duplicate"] + p["retry"] + p["dead"]) > 0]
+ok(len(mixed) >= 1, f"{len(mixed)} batch(es) mixed applied deliveries with a duplicate/retry/reject",
+   detail="\n".join(batches[:20]))
+ok(mixed and all(p["txn"] == "committed" for p in mixed), "and each such batch committed its applied part")
 is_eq(count_in("notification_job", "event_id", good), 20, "the failures rolled back only their own part")
 is_eq(count_in("consumed_event", "event_id", [poison]), 0, "the rejected delivery left no consumed_event row")
 is_eq(count_in("notification_job", "event_id", [flaky]), 1, "the flaky one applied once after its retries")
 is_eq(queue_depth(sc.dlq), 2, "reject and malformed in the DLQ")
 is_eq(queue_depth(sc.queue), 0, "queue drained")
-ok(any(int(re.match(r"batch of (\d+)", l["msg"]).group(1)) == 1 for l in batches[1:]),
+ok(any(p["n"] == 1 for p in parsed[1:]),
    "under low load (the retries trickling back) a batch closes at once with one delivery")
 is_eq(sc.stop(), 0, "clean stop")
 
@@ -61,7 +76,7 @@ ch = conn.channel()
 publish(ch, sc.exchange, "LOCK_AB", event_body(a, etype="LOCK_AB", subject="1"), message_id=a)
 publish(ch, sc.exchange, "LOCK_BA", event_body(b, etype="LOCK_BA", subject="2"), message_id=b)
 conn.close()
-wait_until(lambda: len(sc.outcomes("applied")) >= 2, timeout=30)
+ok(wait_until(lambda: len(sc.outcomes("applied")) >= 2, timeout=30), "both lock events reached an outcome")
 ok(any("deadlock: retrying the batch" in l.get("msg", "") for l in sc.lines()),
    "a deadlock was detected and the batch retried")
 is_eq(sorted(l["event_id"] for l in sc.outcomes("applied")), sorted([a, b]), "both applied exactly once")
@@ -78,8 +93,11 @@ events = new_events(N)
 ids = [e for e, _ in events]
 stream = events + events[:300]  # 300 repeats
 publish_events(procs[0].exchange, stream)
-wait_until(lambda: count_in("consumed_event", "event_id", ids) >= N and queue_depth(name) == 0, timeout=120)
-time.sleep(0.5)
+# Outcomes are logged after the ack: done when every delivery of the stream
+# (N events and 300 repeats) has one, in whichever process took it.
+ok(wait_until(lambda: sum(len(p.outcomes("applied")) + len(p.outcomes("duplicate")) for p in procs) >= N + 300,
+              timeout=120), "every delivery of the stream reached an outcome")
+is_eq(queue_depth(name), 0, "the shared queue is drained")
 applied = collections.Counter(l["event_id"] for p in procs for l in p.outcomes("applied"))
 dups = sum(len(p.outcomes("duplicate")) for p in procs)
 is_eq(len(applied), N, "every event applied")

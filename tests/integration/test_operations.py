@@ -56,7 +56,7 @@ query("DELETE FROM notification_job WHERE event_id = %s", (blocked,))
 rc, out = run_sidecar_cmd(["dlq", "replay", sc.name, "--id", blocked], cfg)
 ok(rc == 0 and "replayed 1 of 1" in out, f"dlq replay --id ({out.strip().splitlines()[-1] if out.strip() else ''})")
 ok(wait_until(lambda: count_in("notification_job", "event_id", [blocked], "AND order_id = 6001") == 1, timeout=20),
-   "the replayed message went to its original exchange and was applied")
+   "the replayed message went back to the consumer's queue and was applied")
 is_eq(queue_depth(sc.dlq), 1, "only the other message is left in the DLQ")
 applied = [l for l in sc.outcomes("applied") if l["event_id"] == blocked]
 ok(applied and applied[0]["attempt"] == 1, "the replay starts again at attempt 1")
@@ -75,6 +75,13 @@ ok(rc == 0 and "consumed_event: would delete 2500 rows" in out, f"dry run counts
 is_eq(count_in("consumed_event", "event_id", old_ids), 2500, "a dry run deletes nothing")
 rc, out = run_sidecar_cmd(["purge", "--older-than", "twoweeks"], cfg)
 is_eq(rc, 2, "a bad duration is refused")
+# 213503982334602 days * 86400 wraps a 64-bit integer to 61184 s (17 h): it
+# must be refused as absurd, not run as a 17-hour retention.
+for absurd in ["213503982334602d", "99999999999999999999s", "36501d"]:
+    rc, out = run_sidecar_cmd(["purge", "--older-than", absurd, "--force", "--dry-run"], cfg)
+    ok(rc == 2 and "longer than the largest retention accepted, 36500d" in out,
+       f"an absurd duration {absurd} is refused with a clear error ({out.strip()[:200]})")
+is_eq(count_in("consumed_event", "event_id", old_ids), 2500, "nothing was deleted")
 
 # Purge under load: a stream (with repeats of recent events) keeps flowing.
 events = new_events(1500)

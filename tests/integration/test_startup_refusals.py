@@ -40,6 +40,12 @@ rc, out = run_sidecar_cmd(["consume"], c)
 is_eq(rc, 2, "missing handler file: exit 2")
 ok("/nonexistent/handler.so" in out, "missing handler file named")
 
+# The harness itself: start() of a sidecar that exits during start-up (here
+# exit 2, its handler file is missing) must report failure, not readiness.
+dead = Sidecar(handler="/nonexistent/handler.so")
+ok(dead.start() is False and not dead.alive() and dead.proc.returncode == 2,
+   f"harness: Sidecar.start() fails when the process already exited (exit {dead.proc.returncode})")
+
 rc, out = run_sidecar_cmd(["check"], base)
 is_eq(rc, 0, f"check with a good config: exit 0 ({out.strip()[:300]})")
 ok("mysql: connected" in out and "notification_job loaded" in out, "check reports both servers and the handler")
@@ -73,16 +79,19 @@ c["mysql"]["url"] = "mysql://sidecar:sidecar@127.0.0.1:1/app"
 d = tempfile.mkdtemp()
 p = os.path.join(d, "c.json")
 json.dump(c, open(p, "w"))
-proc = subprocess.Popen([SIDECAR, "consume", "-c", p], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-time.sleep(1.5)
-ok(proc.poll() is None, "with the database unreachable the sidecar keeps retrying instead of exiting")
+log = os.path.join(d, "out.log")
+proc = subprocess.Popen([SIDECAR, "consume", "-c", p], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+# Retrying means: at least two failed connects logged, and still running.
+ok(wait_until(lambda: open(log).read().count("database connect failed") >= 2 or proc.poll() is not None,
+              timeout=15) and proc.poll() is None,
+   "with the database unreachable the sidecar keeps retrying instead of exiting")
 proc.send_signal(signal.SIGTERM)
 try:
     rc = proc.wait(15)
 except subprocess.TimeoutExpired:
     proc.kill()
     rc = None
-out = proc.stdout.read()
+out = open(log).read()
 is_eq(rc, 0, "SIGTERM during reconnect backoff: exit 0")
 ok("database connect failed" in out, "the connect failure was logged")
 done()
