@@ -100,7 +100,7 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
         struct sc_db_err e = {0};
         long long n = purge_batch(db, select_sql, delete_head, delete_tail, dry_run, &e);
         if (n < 0) {
-            if ((e.code == 1213 || e.code == 1205) && deadlocks < 20) {
+            if ((e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_LOCK_WAIT) && deadlocks < 20) {
                 /* A live consumer touched a row being purged: that batch was
                  * rolled back whole; take it again. */
                 deadlocks++;

@@ -268,7 +268,7 @@ static enum txn call_handler(struct worker *w, struct item *it)
     sc_db_last_error(&w->db, &e);
     if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
         return TXN_LOST;
-    if (st != SC_HANDLER_OK && e.code == 1213)
+    if (st != SC_HANDLER_OK && e.cls == SC_DBERR_DEADLOCK)
         return TXN_DEADLOCK;
     if (st == SC_HANDLER_OK && !sc_db_in_transaction(&w->db)) {
         /* Whatever came before in this batch may have been committed by the
@@ -319,7 +319,7 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
     if (rc != 0) {
         if (e.cls == SC_DBERR_CONNECTION)
             return TXN_LOST;
-        if (e.code == 1213)
+        if (e.cls == SC_DBERR_DEADLOCK)
             return TXN_DEADLOCK;
         if (sc_db_rollback(&w->db, &e))
             return TXN_LOST;
@@ -412,7 +412,7 @@ static enum txn run_fast(struct worker *w, struct item *items, int n)
     const char *ids[SC_BATCH_MAX];
     int k = open_ids(items, n, ids);
     if (sc_db_insert_consumed_many(&w->db, c->k->name, ids, k, &e)) {
-        if (e.code == 1213)
+        if (e.cls == SC_DBERR_DEADLOCK)
             return TXN_DEADLOCK;
         if (e.cls == SC_DBERR_CONNECTION)
             return TXN_LOST;
@@ -469,14 +469,14 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
             continue;
         keep_alive(w);
         if (savepoints && sc_db_query(&w->db, "SAVEPOINT sc_item", &e))
-            return e.cls == SC_DBERR_TRANSIENT && e.code == 1213 ? TXN_DEADLOCK : TXN_LOST;
+            return e.cls == SC_DBERR_DEADLOCK ? TXN_DEADLOCK : TXN_LOST;
         if (sc_db_insert_consumed(&w->db, c->k->name, it->ev.ev.id, &e)) {
             set_error_fields(it, &e);
             if (e.cls == SC_DBERR_DUPLICATE) {
                 it->d = D_DUPLICATE; /* the failed statement undid itself */
                 continue;
             }
-            if (e.code == 1213)
+            if (e.cls == SC_DBERR_DEADLOCK)
                 return TXN_DEADLOCK;
             if (e.cls == SC_DBERR_CONNECTION)
                 return TXN_LOST;

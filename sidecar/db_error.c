@@ -1,5 +1,7 @@
 #include "db_error.h"
 
+#include "sidecar/handler.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -52,24 +54,24 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
     case 1062:
         return sc_db_is_consumed_duplicate(err, msg) ? SC_DBERR_DUPLICATE : SC_DBERR_FAILURE;
     case 1205: /* ER_LOCK_WAIT_TIMEOUT */
+        return SC_DBERR_LOCK_WAIT;
     case 1213: /* ER_LOCK_DEADLOCK */
-        return SC_DBERR_TRANSIENT;
-    case 1927: /* ER_CONNECTION_KILLED (MariaDB) */
-    case 2002: /* CR_CONNECTION_ERROR */
-    case 2003: /* CR_CONN_HOST_ERROR */
-    case 2006: /* CR_SERVER_GONE_ERROR */
-    case 2013: /* CR_SERVER_LOST */
-    case 2055: /* CR_SERVER_LOST_EXTENDED */
-    case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8) */
-    case 1053: /* ER_SERVER_SHUTDOWN */
-        return SC_DBERR_CONNECTION;
+        return SC_DBERR_DEADLOCK;
     default:
-        return SC_DBERR_FAILURE;
+        /* The rest of the handler ABI's list is the lost connections: one
+         * list of codes for the sidecar and for handlers. */
+        return sc_handler_error_is_transient(err) ? SC_DBERR_CONNECTION : SC_DBERR_FAILURE;
     }
 }
 
 const char *sc_db_error_class_name(enum sc_db_error_class c)
 {
-    static const char *const names[] = {"none", "duplicate", "transient", "connection", "failure"};
+    static const char *const names[] = {"none",     "duplicate",  "deadlock",
+                                        "lock wait", "connection", "failure"};
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
+}
+
+int sc_db_error_is_transient(enum sc_db_error_class c)
+{
+    return c == SC_DBERR_DEADLOCK || c == SC_DBERR_LOCK_WAIT || c == SC_DBERR_CONNECTION;
 }

@@ -12,7 +12,10 @@
 enum sc_db_error_class {
     SC_DBERR_NONE = 0,
     SC_DBERR_DUPLICATE,   /* 1062 on uq_consumed_event_identity: already consumed */
-    SC_DBERR_TRANSIENT,   /* deadlock, lock wait timeout: retry later */
+    SC_DBERR_DEADLOCK,    /* 1213: the server rolled the whole transaction back
+                             (also a Galera certification failure) */
+    SC_DBERR_LOCK_WAIT,   /* 1205: only the statement was undone (unless the server
+                             runs innodb_rollback_on_timeout) */
     SC_DBERR_CONNECTION,  /* the connection is gone: outcome of an open commit unknown */
     SC_DBERR_FAILURE,     /* anything else, 1062 on any other key included */
 };
@@ -27,6 +30,11 @@ int sc_db_dup_key_name(const char *msg, char *out, size_t out_len);
 int sc_db_is_consumed_duplicate(unsigned err, const char *msg);
 
 enum sc_db_error_class sc_db_classify(unsigned err, const char *msg);
+
+/* Worth a later retry: deadlock, lock wait, or a lost connection. The same
+ * answer as sc_handler_error_is_transient() in the handler ABI header (a
+ * unit test holds the two together). */
+int sc_db_error_is_transient(enum sc_db_error_class c);
 
 const char *sc_db_error_class_name(enum sc_db_error_class c);
 

@@ -466,7 +466,8 @@ int sc_relay_run(const struct sc_config *cfg)
         if (n < 0) {
             sc_warn("relay: claim failed: error %u (SQLSTATE %s): %s", e.code, e.sqlstate, e.msg);
             struct sc_db_err rb = {0};
-            if (e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0)
+            if ((e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_LOCK_WAIT) &&
+                sc_db_rollback(&r.db, &rb) == 0)
                 continue; /* deadlock or lock wait: the claim simply runs again */
             sc_db_close(&r.db);
             atomic_store(&r.m.db_connected, 0);

@@ -27,16 +27,6 @@ static int parse_order_id(const char *s, long long *out)
     return 0;
 }
 
-static int is_transient(unsigned err)
-{
-    switch (err) {
-    case 1205: case 1213: case 1927: case 2006: case 2013: case 2055:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static sc_handler_status handle(void *state, struct st_mysql *conn, const struct sc_event *ev,
                                 char *reason, size_t reason_len)
 {
@@ -66,7 +56,7 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         unsigned err = mysql_errno(conn);
         snprintf(reason, reason_len, "insert notification_job: error %u (SQLSTATE %s): %s", err,
                  mysql_sqlstate(conn), mysql_error(conn));
-        return is_transient(err) ? SC_HANDLER_RETRY : SC_HANDLER_REJECT;
+        return sc_handler_error_is_transient(err) ? SC_HANDLER_RETRY : SC_HANDLER_REJECT;
     }
     return SC_HANDLER_OK;
 }

@@ -96,6 +96,30 @@ struct sc_handler_v1 {
                         size_t n, sc_handler_status *status, char *reasons, size_t reason_len);
 };
 
+/* The server errors after which a handler should answer SC_HANDLER_RETRY
+ * (the same list the sidecar uses): deadlock 1213 (the whole transaction is
+ * gone; also a Galera certification failure), lock wait timeout 1205, and
+ * lost or killed connections. Anything else is permanent for that event:
+ * SC_HANDLER_REJECT with the code and SQLSTATE in the reason. */
+static inline int sc_handler_error_is_transient(unsigned code)
+{
+    switch (code) {
+    case 1205: /* ER_LOCK_WAIT_TIMEOUT */
+    case 1213: /* ER_LOCK_DEADLOCK */
+    case 1053: /* ER_SERVER_SHUTDOWN */
+    case 1927: /* ER_CONNECTION_KILLED (MariaDB) */
+    case 2002: /* CR_CONNECTION_ERROR */
+    case 2003: /* CR_CONN_HOST_ERROR */
+    case 2006: /* CR_SERVER_GONE_ERROR */
+    case 2013: /* CR_SERVER_LOST */
+    case 2055: /* CR_SERVER_LOST_EXTENDED */
+    case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8) */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Size of the struct before handle_batch was appended. */
 #define SC_HANDLER_V1_MIN_SIZE 40u
 

@@ -1,6 +1,7 @@
 /* The duplicate classifier: only 1062 on uq_consumed_event_identity is
  * "already consumed". */
 #include "sidecar/db_error.h"
+#include "sidecar/handler.h"
 #include "tap.h"
 
 int main(void)
@@ -51,8 +52,23 @@ int main(void)
 
     is_int(sc_db_classify(1062, "Duplicate entry 'x' for key 'uq_consumed_event_identity'"), SC_DBERR_DUPLICATE, "classify: target duplicate");
     is_int(sc_db_classify(1062, "Duplicate entry 'x' for key 'PRIMARY'"), SC_DBERR_FAILURE, "classify: other 1062 is a failure");
-    is_int(sc_db_classify(1213, "Deadlock found"), SC_DBERR_TRANSIENT, "classify: deadlock is transient");
-    is_int(sc_db_classify(1205, "Lock wait timeout"), SC_DBERR_TRANSIENT, "classify: lock wait is transient");
+    is_int(sc_db_classify(1213, "Deadlock found"), SC_DBERR_DEADLOCK, "classify: deadlock");
+    is_int(sc_db_classify(1205, "Lock wait timeout"), SC_DBERR_LOCK_WAIT, "classify: lock wait");
+    {
+        /* The handler ABI's helper and the sidecar's classes agree on every code. */
+        int same = 1;
+        unsigned first_diff = 0;
+        for (unsigned code = 0; code < 10000; code++) {
+            int a = sc_handler_error_is_transient(code);
+            int b = code && sc_db_error_is_transient(sc_db_classify(code, ""));
+            if (a != b && same) {
+                same = 0;
+                first_diff = code;
+            }
+        }
+        ok(same, "sc_handler_error_is_transient matches the classifier (first difference: %u)",
+           first_diff);
+    }
     is_int(sc_db_classify(2013, "Lost connection"), SC_DBERR_CONNECTION, "classify: 2013 is connection");
     is_int(sc_db_classify(2006, "gone away"), SC_DBERR_CONNECTION, "classify: 2006 is connection");
     is_int(sc_db_classify(1406, "Data too long"), SC_DBERR_FAILURE, "classify: data too long is a failure");
