@@ -44,6 +44,8 @@ struct relay {
     unsigned long *lens;
     struct sc_relay_metrics m;
     int64_t last_gauge_ms;
+    unsigned db_state;          /* error code of the database's failing state, 0 when healthy */
+    unsigned long long db_fails; /* consecutive failures in that state */
 };
 
 #define GAUGE_REFRESH_MS 5000
@@ -321,6 +323,43 @@ static int build_message(struct relay *r, struct row *o, struct sc_publish *m)
     return 0;
 }
 
+/* Records a database failure. Logs only when the failing state changes (a
+ * new error code), so a server that refuses every claim for an hour (read
+ * only after a failover) gives one line, not one per retry. */
+static void db_failed(struct relay *r, const char *what, const struct sc_db_err *e)
+{
+    r->db_fails++;
+    if (e->code == r->db_state && r->db_fails > 1)
+        return;
+    r->db_state = e->code ? e->code : (unsigned)-1;
+    sc_warn("relay: %s failed: error %u (SQLSTATE %s): %s; retrying with backoff, logged again "
+            "when the error changes", what, e->code, e->sqlstate, e->msg);
+}
+
+static void db_healthy(struct relay *r)
+{
+    if (r->db_state)
+        sc_info("relay: database works again after %llu failed attempts (last error %u)",
+                r->db_fails, r->db_state == (unsigned)-1 ? 0 : r->db_state);
+    r->db_state = 0;
+    r->db_fails = 0;
+}
+
+/* The wait before the next attempt after the k-th consecutive failure:
+ * none for the first transient one (a deadlock: simply run again), then
+ * BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS, with jitter. */
+static int db_backoff_ms(unsigned long long k, int transient)
+{
+    if (k <= 1 && transient)
+        return 0;
+    int ms = BACKOFF_MIN_MS;
+    for (unsigned long long i = 1; i < k && ms < BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    if (ms > BACKOFF_MAX_MS)
+        ms = BACKOFF_MAX_MS;
+    return ms + rand() % (ms / 4 + 1);
+}
+
 static int connect_amqp(struct relay *r)
 {
     char err[512], name[256];
@@ -345,7 +384,7 @@ static int connect_db(struct relay *r)
     if (sc_db_connect(&r->db, r->cfg, &e) ||
         sc_db_query(&r->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e) ||
         prepare(r, &e)) {
-        sc_warn("relay: database: error %u: %s", e.code, e.msg);
+        db_failed(r, "database", &e);
         sc_db_close(&r->db);
         return -1;
     }
@@ -500,14 +539,22 @@ int sc_relay_run(const struct sc_config *cfg)
         refresh_gauges(&r);
         int n = claim(&r, &e);
         if (n < 0) {
-            sc_warn("relay: claim failed: error %u (SQLSTATE %s): %s", e.code, e.sqlstate, e.msg);
+            /* Errors that only show when the statement runs (1290 read only
+             * after a failover, 1406, a revoked grant) would otherwise turn
+             * into a tight reconnect loop: back off on every repeat. */
+            atomic_fetch_add(&r.m.claim_failed, 1);
+            db_failed(&r, "claim", &e);
             struct sc_db_err rb = {0};
-            if (e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0)
-                continue; /* deadlock or lock wait: the claim simply runs again */
-            sc_db_close(&r.db);
-            atomic_store(&r.m.db_connected, 0);
+            int transient = e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0;
+            if (!transient) {
+                /* a new connection may reach the new primary */
+                sc_db_close(&r.db);
+                atomic_store(&r.m.db_connected, 0);
+            }
+            sc_sleep_ms(db_backoff_ms(r.db_fails, transient));
             continue;
         }
+        db_healthy(&r);
         if (n == 0) {
             /* Idle: back off up to poll_ms, and keep the broker connection's
              * heartbeats going meanwhile. */
