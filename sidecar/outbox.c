@@ -8,6 +8,7 @@
 #include <uuid/uuid.h>
 
 #include "fault.h"
+#include "outbox_rules.h"
 
 void sc_outbox_new_event_id(char out[37])
 {
@@ -80,13 +81,32 @@ static int insert_outbox(MYSQL *conn, const struct sc_outbox_event *ev, struct s
     return rc;
 }
 
+int sc_outbox_check_event(const struct sc_outbox_event *ev, char *why, size_t why_len)
+{
+    return sc_rules_event(ev->event_id, ev->aggregate_type, ev->aggregate_id, ev->event_type,
+                          ev->payload_json ? ev->payload_json : "null", why, why_len);
+}
+
+/* Fills err for an event the helper refuses to write. */
+static int refuse_invalid(const struct sc_outbox_event *ev, struct sc_outbox_error *err)
+{
+    char why[256];
+    if (sc_outbox_check_event(ev, why, sizeof why))
+        return 0;
+    err->code = 0;
+    snprintf(err->sqlstate, sizeof err->sqlstate, "%s", "");
+    snprintf(err->message, sizeof err->message, "invalid outbox event: %s", why);
+    return -1;
+}
+
 enum sc_outbox_outcome sc_outbox_write(MYSQL *conn, sc_outbox_business_fn business, void *arg,
                                        struct sc_outbox_event *ev, struct sc_outbox_error *err)
 {
     memset(err, 0, sizeof *err);
     if (run(conn, "START TRANSACTION", err))
         return mysql_errno(conn) >= 2000 ? SC_OUTBOX_UNKNOWN : SC_OUTBOX_ROLLED_BACK;
-    if ((business && business(conn, arg, ev, err)) || insert_outbox(conn, ev, err)) {
+    if ((business && business(conn, arg, ev, err)) || refuse_invalid(ev, err) ||
+        insert_outbox(conn, ev, err)) {
         struct sc_outbox_error rb;
         /* ROLLED_BACK only when the rollback itself answered. */
         if (run(conn, "ROLLBACK", &rb))

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "http.h"
 #include "metrics.h"
+#include "outbox_rules.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 30000
@@ -38,6 +39,7 @@ struct relay {
     MYSQL_STMT *claim_update;   /* SET PUBLISHING ... WHERE event_id IN (batch placeholders) */
     MYSQL_STMT *still_owned;    /* SELECT ... FOR UPDATE: which of the batch we still lease */
     MYSQL_STMT *mark_published; /* SET PUBLISHED ... WHERE IN (...) AND status AND lease_owner */
+    MYSQL_STMT *mark_failed;    /* SET FAILED ... WHERE event_id = ? AND status AND lease_owner */
     struct row *rows;
     struct sc_publish *msgs;
     MYSQL_BIND *binds;
@@ -89,9 +91,15 @@ static int prepare(struct relay *r, struct sc_db_err *e)
             "lease_owner = NULL, lease_until = NULL "
             "WHERE status = 'PUBLISHING' AND lease_owner = ? AND event_id IN (%s)", ph);
     r->mark_published = r->still_owned ? sc_db_prepare(&r->db, sql, e) : NULL;
+    r->mark_failed = r->mark_published
+                         ? sc_db_prepare(&r->db,
+                                         "UPDATE outbox_event SET status = 'FAILED', lease_owner = NULL, "
+                                         "lease_until = NULL WHERE event_id = ? "
+                                         "AND status = 'PUBLISHING' AND lease_owner = ?", e)
+                         : NULL;
     free(sql);
     free(ph);
-    return r->mark_published ? 0 : -1;
+    return r->mark_failed ? 0 : -1;
 }
 
 static void bind_str(MYSQL_BIND *b, unsigned long *len, const char *s)
@@ -290,23 +298,81 @@ static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
 
 /* ---- broker --------------------------------------------------------------- */
 
-static int build_message(struct relay *r, struct row *o, struct sc_publish *m)
+/* Appends s as a JSON string to the body being built. Returns 0, or -1
+ * when s is not UTF-8 (or out of memory). */
+static int append_json_string(char **out, size_t *len, size_t *cap, const char *s)
 {
-    json_error_t je;
-    json_t *data = json_loads(o->payload, JSON_DECODE_ANY, &je);
-    if (!data)
-        data = json_string(o->payload); /* MySQL checks JSON; keep the text if not */
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:o}",
-                           "specversion", "1.0", "id", o->event_id, "type", o->event_type,
-                           "source", o->aggregate_type, "subject", o->aggregate_id,
-                           "time", o->time, "eventversion", (json_int_t)o->version,
-                           "datacontenttype", "application/json", "data", data);
-    if (!ev)
+    json_t *j = json_string(s);
+    char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    if (!enc)
         return -1;
-    o->body = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
-    if (!o->body)
+    size_t n = strlen(enc);
+    if (*len + n + 1 > *cap) {
+        size_t cap2 = (*len + n + 1) * 2;
+        char *b = realloc(*out, cap2);
+        if (!b) {
+            free(enc);
+            return -1;
+        }
+        *out = b;
+        *cap = cap2;
+    }
+    memcpy(*out + *len, enc, n + 1);
+    *len += n;
+    free(enc);
+    return 0;
+}
+
+static int append_raw(char **out, size_t *len, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        size_t cap2 = (*len + n + 1) * 2;
+        char *b = realloc(*out, cap2);
+        if (!b)
+            return -1;
+        *out = b;
+        *cap = cap2;
+    }
+    memcpy(*out + *len, s, n + 1);
+    *len += n;
+    return 0;
+}
+
+/* Builds the CloudEvents message of one row. `data` is the payload text
+ * exactly as the server returned it (checked to be one JSON value, never
+ * re-encoded: numbers keep their digits), so the body is assembled as text.
+ * Returns 0, or -1 with the reason in why when the row cannot become a valid
+ * CloudEvent. */
+static int build_message(struct relay *r, struct row *o, struct sc_publish *m, char *why,
+                         size_t why_len)
+{
+    if (!sc_rules_event(o->event_id, o->aggregate_type, o->aggregate_id, o->event_type, o->payload,
+                        why, why_len))
         return -1;
+    char *b = NULL, num[32];
+    size_t len = 0, cap = 0;
+    snprintf(num, sizeof num, "%lld", o->version);
+    int rc = append_raw(&b, &len, &cap, "{\"specversion\":\"1.0\",\"id\":") ||
+             append_json_string(&b, &len, &cap, o->event_id) ||
+             append_raw(&b, &len, &cap, ",\"type\":") ||
+             append_json_string(&b, &len, &cap, o->event_type) ||
+             append_raw(&b, &len, &cap, ",\"source\":") ||
+             append_json_string(&b, &len, &cap, o->aggregate_type) ||
+             append_raw(&b, &len, &cap, ",\"subject\":") ||
+             append_json_string(&b, &len, &cap, o->aggregate_id) ||
+             append_raw(&b, &len, &cap, ",\"time\":") ||
+             append_json_string(&b, &len, &cap, o->time) ||
+             append_raw(&b, &len, &cap, ",\"eventversion\":") || append_raw(&b, &len, &cap, num) ||
+             append_raw(&b, &len, &cap, ",\"datacontenttype\":\"application/json\",\"data\":") ||
+             append_raw(&b, &len, &cap, o->payload) || append_raw(&b, &len, &cap, "}");
+    if (rc) {
+        free(b);
+        snprintf(why, why_len, "a text field is not UTF-8 (or out of memory)");
+        return -1;
+    }
+    o->body = b;
     memset(&o->props, 0, sizeof o->props);
     o->props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
                       AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TYPE_FLAG;
@@ -318,7 +384,8 @@ static int build_message(struct relay *r, struct row *o, struct sc_publish *m)
     m->exchange = r->rc->exchange;
     m->routing_key = o->event_type;
     m->props = &o->props;
-    m->body = amqp_cstring_bytes(o->body);
+    m->body.bytes = o->body;
+    m->body.len = len;
     m->mandatory = 1;
     return 0;
 }
@@ -392,31 +459,65 @@ static int connect_db(struct relay *r)
     return 0;
 }
 
+/* A row that cannot become a valid CloudEvent is never published: it is
+ * marked FAILED (still only under this worker's lease), counted and logged
+ * with its reason, so an operator can repair it and set it PENDING again.
+ * Returns 0, or -1 with e filled. */
+static int fail_row(struct relay *r, const struct row *o, const char *why, struct sc_db_err *e)
+{
+    MYSQL_BIND b[2];
+    unsigned long len[2];
+    bind_str(&b[0], &len[0], o->event_id);
+    bind_str(&b[1], &len[1], r->worker_id);
+    if (mysql_stmt_bind_param(r->mark_failed, b) || mysql_stmt_execute(r->mark_failed)) {
+        sc_db_stmt_error(r->mark_failed, e);
+        return -1;
+    }
+    if (sc_db_commit(&r->db, e))
+        return -1;
+    atomic_fetch_add(&r->m.invalid, 1);
+    struct sc_log_fields lf = {.event_id = o->event_id, .outcome = "invalid"};
+    sc_log(SC_LOG_ERROR, &lf, "outbox row is not a valid CloudEvent, marked FAILED and not published: %s",
+           why);
+    return 0;
+}
+
 /* Publishes the claimed rows, collects their confirms, marks the acked ones.
  * Returns 0, or -1 when a connection must be renewed. */
 static int publish_batch(struct relay *r, int n)
 {
     int failed = 0;
+    int valid[1000], nv = 0;
     for (int i = 0; i < n; i++) {
-        if (build_message(r, &r->rows[i], &r->msgs[i])) {
-            sc_error("relay: cannot encode event %s", r->rows[i].event_id);
+        char why[256];
+        if (build_message(r, &r->rows[i], &r->msgs[nv], why, sizeof why) == 0) {
+            valid[nv++] = i;
+            continue;
+        }
+        struct sc_db_err fe = {0};
+        if (fail_row(r, &r->rows[i], why, &fe)) {
+            db_failed(r, "marking an invalid row FAILED", &fe);
+            sc_db_close(&r->db);
             return -1;
         }
     }
+    if (nv == 0)
+        return 0;
     char err[512] = "";
     int64_t t0 = sc_now_ms();
-    int rc = sc_amqp_publish_confirmed(&r->amqp, r->msgs, (size_t)n, r->rc->confirm_timeout_ms, err,
+    int rc = sc_amqp_publish_confirmed(&r->amqp, r->msgs, (size_t)nv, r->rc->confirm_timeout_ms, err,
                                        sizeof err);
     sc_hist_observe(&r->m.confirm_seconds, (double)(sc_now_ms() - t0) / 1000.0);
-    sc_hist_observe(&r->m.batch_size, n);
+    sc_hist_observe(&r->m.batch_size, nv);
     if (rc < 0) {
         sc_warn("relay: publishing failed, the batch is left to its lease: %s", err);
         failed = 1;
     }
     int acked[1000], n_acked = 0;
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < nv; k++) {
+        int i = valid[k];
         struct sc_log_fields lf = {.event_id = r->rows[i].event_id};
-        switch (r->msgs[i].result) {
+        switch (r->msgs[k].result) {
         case SC_PUB_ACKED:
             acked[n_acked++] = i;
             break;
@@ -437,7 +538,7 @@ static int publish_batch(struct relay *r, int n)
             atomic_fetch_add(&r->m.unconfirmed, 1);
             lf.outcome = "unconfirmed";
             sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease",
-                   sc_publish_result_name(r->msgs[i].result));
+                   sc_publish_result_name(r->msgs[k].result));
             break;
         }
     }
