@@ -232,11 +232,29 @@ static int claim(struct relay *r, struct sc_db_err *e)
 
 /* Marks the confirmed rows PUBLISHED, but only those this worker still
  * leases; the others were reclaimed by someone else and are left alone.
+ * The common case is one conditional UPDATE for the whole batch; only when
+ * it changed fewer rows than expected (a lease was lost) is it rolled back
+ * and redone row by row under a locking read, to name the lost rows.
  * Returns 0, or -1 with e filled. */
 static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
 {
     if (n == 0)
         return 0;
+    bind_str(&r->binds[0], &r->lens[0], r->worker_id);
+    bind_ids(r, 1, acked, n);
+    if (mysql_stmt_bind_param(r->mark_published, r->binds) ||
+        mysql_stmt_execute(r->mark_published)) {
+        sc_db_stmt_error(r->mark_published, e);
+        return -1;
+    }
+    if ((unsigned long long)mysql_stmt_affected_rows(r->mark_published) == (unsigned long long)n) {
+        if (sc_db_commit(&r->db, e))
+            return -1;
+        atomic_fetch_add(&r->m.published, (unsigned long long)n);
+        return 0;
+    }
+    if (sc_db_rollback(&r->db, e))
+        return -1;
     bind_str(&r->binds[0], &r->lens[0], r->worker_id);
     bind_ids(r, 1, acked, n);
     if (mysql_stmt_bind_param(r->still_owned, r->binds) || mysql_stmt_execute(r->still_owned)) {
