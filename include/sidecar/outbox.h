@@ -46,7 +46,8 @@ struct sc_outbox_event {
     const char *payload_json;   /* may be set by the business callback */
 };
 
-/* A new random (v4) event id, canonical lowercase. */
+/* A new time-ordered (UUIDv7, RFC 9562) event id, canonical lowercase: a
+ * valid UUID to every consumer, and cheap to index where ids are stored. */
 void sc_outbox_new_event_id(char out[37]);
 
 /* The caller's business statements, run inside the transaction on conn.
