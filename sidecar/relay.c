@@ -500,42 +500,89 @@ static int fail_row(struct relay *r, const struct row *o, const char *why, struc
     return 0;
 }
 
-/* Publishes the claimed rows, collects their confirms, marks the acked ones.
- * Returns 0, or -1 when a connection must be renewed. */
-static int publish_batch(struct relay *r, int n)
+/* One claimed batch: its rows and messages; while its confirms are
+ * outstanding the relay claims the next batch into the other buffer. */
+struct batch {
+    struct row *rows;
+    struct sc_publish *msgs;
+    int n, nv;       /* claimed; valid and sent */
+    int *valid;      /* index into rows of msgs[k] */
+    int send_failed; /* basic.publish failed: no confirms to collect */
+    int64_t t0;
+};
+
+static void use(struct relay *r, struct batch *b)
 {
-    int failed = 0;
-    int valid[1000], nv = 0;
-    for (int i = 0; i < n; i++) {
+    r->rows = b->rows;
+    r->msgs = b->msgs;
+}
+
+static void amqp_lost(struct relay *r)
+{
+    sc_amqp_close(&r->amqp);
+    atomic_store(&r->m.amqp_connected, 0);
+}
+
+static void db_lost(struct relay *r)
+{
+    sc_db_close(&r->db);
+    atomic_store(&r->m.db_connected, 0);
+}
+
+/* Builds the messages of a claimed batch (rows that cannot become a valid
+ * CloudEvent are marked FAILED instead) and sends them without waiting for
+ * the confirms. Returns the number sent (0: nothing to wait for). */
+static int send_batch(struct relay *r, struct batch *b)
+{
+    use(r, b);
+    b->nv = 0;
+    b->send_failed = 0;
+    for (int i = 0; i < b->n; i++) {
         char why[256];
-        if (build_message(r, &r->rows[i], &r->msgs[nv], why, sizeof why) == 0) {
-            valid[nv++] = i;
+        if (build_message(r, &b->rows[i], &b->msgs[b->nv], why, sizeof why) == 0) {
+            b->valid[b->nv++] = i;
             continue;
         }
         struct sc_db_err fe = {0};
-        if (fail_row(r, &r->rows[i], why, &fe)) {
+        if (sc_db_connected(&r->db) && fail_row(r, &b->rows[i], why, &fe)) {
             db_failed(r, "marking an invalid row FAILED", &fe);
-            sc_db_close(&r->db);
-            return -1;
+            db_lost(r); /* the row stays PUBLISHING and is checked again after its lease */
         }
     }
-    if (nv == 0)
+    if (b->nv == 0)
         return 0;
     char err[512] = "";
-    int64_t t0 = sc_now_ms();
-    int rc = sc_amqp_publish_confirmed(&r->amqp, r->msgs, (size_t)nv, r->rc->confirm_timeout_ms, err,
-                                       sizeof err);
-    sc_hist_observe(&r->m.confirm_seconds, (double)(sc_now_ms() - t0) / 1000.0);
-    sc_hist_observe(&r->m.batch_size, nv);
-    if (rc < 0) {
+    b->t0 = sc_now_ms();
+    if (sc_amqp_publish_begin(&r->amqp, b->msgs, (size_t)b->nv, err, sizeof err)) {
         sc_warn("relay: publishing failed, the batch is left to its lease: %s", err);
-        failed = 1;
+        b->send_failed = 1;
+        amqp_lost(r);
     }
+    return b->nv;
+}
+
+/* Collects the confirms of a sent batch and marks the acked rows
+ * PUBLISHED. A broker or database failure closes that connection; the rows
+ * not marked stay PUBLISHING until their lease expires. Frees the rows. */
+static void finish_batch(struct relay *r, struct batch *b)
+{
+    use(r, b);
+    if (b->nv > 0 && !b->send_failed) {
+        char err[512] = "";
+        int rc = sc_amqp_collect_confirms(&r->amqp, b->msgs, (size_t)b->nv, r->rc->confirm_timeout_ms,
+                                          err, sizeof err);
+        sc_hist_observe(&r->m.confirm_seconds, (double)(sc_now_ms() - b->t0) / 1000.0);
+        if (rc < 0) {
+            sc_warn("relay: publishing failed, the batch is left to its lease: %s", err);
+            amqp_lost(r);
+        }
+    }
+    sc_hist_observe(&r->m.batch_size, b->nv);
     int acked[1000], n_acked = 0;
-    for (int k = 0; k < nv; k++) {
-        int i = valid[k];
-        struct sc_log_fields lf = {.event_id = r->rows[i].event_id};
-        switch (r->msgs[k].result) {
+    for (int k = 0; k < b->nv; k++) {
+        int i = b->valid[k];
+        struct sc_log_fields lf = {.event_id = b->rows[i].event_id};
+        switch (b->msgs[k].result) {
         case SC_PUB_ACKED:
             acked[n_acked++] = i;
             break;
@@ -545,7 +592,7 @@ static int publish_batch(struct relay *r, int n)
             sc_log(SC_LOG_WARN, &lf,
                    "unroutable: no queue is bound to exchange %s for routing key %s; the row stays "
                    "PUBLISHING and is retried after its lease",
-                   r->rc->exchange, r->rows[i].event_type);
+                   r->rc->exchange, b->rows[i].event_type);
             break;
         case SC_PUB_NACKED:
             atomic_fetch_add(&r->m.nacked, 1);
@@ -556,21 +603,26 @@ static int publish_batch(struct relay *r, int n)
             atomic_fetch_add(&r->m.unconfirmed, 1);
             lf.outcome = "unconfirmed";
             sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease",
-                   sc_publish_result_name(r->msgs[k].result));
+                   sc_publish_result_name(b->msgs[k].result));
             break;
         }
     }
-    SC_FAULT("relay.after_confirm");
-    struct sc_db_err e = {0};
-    if (mark(r, acked, n_acked, &e)) {
-        sc_warn("relay: marking %d rows PUBLISHED failed (they stay PUBLISHING until the lease "
-                "expires and are published again): error %u: %s", n_acked, e.code, e.msg);
-        sc_db_close(&r->db);
-        return -1;
+    if (n_acked > 0) {
+        SC_FAULT("relay.after_confirm");
+        struct sc_db_err e = {0};
+        if (!sc_db_connected(&r->db)) {
+            sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
+                    "they are published again after their lease", n_acked);
+        } else if (mark(r, acked, n_acked, &e)) {
+            sc_warn("relay: marking %d rows PUBLISHED failed (they stay PUBLISHING until the lease "
+                    "expires and are published again): error %u: %s", n_acked, e.code, e.msg);
+            db_lost(r);
+        }
     }
     atomic_fetch_add(&r->m.batches, 1);
-    sc_debug("relay: batch of %d claimed, %d confirmed and marked", n, n_acked);
-    return failed ? -1 : 0;
+    sc_debug("relay: batch of %d claimed, %d confirmed and marked", b->n, n_acked);
+    free_rows(r, b->n);
+    b->n = b->nv = 0;
 }
 
 /* The pending-count and oldest-pending-age gauges: one indexed query every
@@ -624,11 +676,18 @@ int sc_relay_run(const struct sc_config *cfg)
     else
         default_worker_id(r.worker_id, sizeof r.worker_id);
     int batch = r.rc->batch;
-    r.rows = calloc((size_t)batch, sizeof *r.rows);
-    r.msgs = calloc((size_t)batch, sizeof *r.msgs);
+    struct batch bufs[2];
+    memset(bufs, 0, sizeof bufs);
+    for (int k = 0; k < 2; k++) {
+        bufs[k].rows = calloc((size_t)batch, sizeof *bufs[k].rows);
+        bufs[k].msgs = calloc((size_t)batch, sizeof *bufs[k].msgs);
+        bufs[k].valid = calloc((size_t)batch, sizeof *bufs[k].valid);
+        if (!bufs[k].rows || !bufs[k].msgs || !bufs[k].valid)
+            return 1;
+    }
     r.binds = calloc((size_t)batch + 2, sizeof *r.binds);
     r.lens = calloc((size_t)batch + 2, sizeof *r.lens);
-    if (!r.rows || !r.msgs || !r.binds || !r.lens)
+    if (!r.binds || !r.lens)
         return 1;
     sc_relay_metrics_init(&r.m, r.worker_id);
     sc_metrics_register_relay(&r.m);
@@ -650,10 +709,17 @@ int sc_relay_run(const struct sc_config *cfg)
         sc_debug("relay claim statement (pending): %s", sql);
     }
 
-    int backoff = BACKOFF_MIN_MS, poll = POLL_MIN_MS;
+    /* Pipelined: batch k+1 is claimed while batch k's confirms travel, then
+     * k is collected and marked, then k+1 is sent. */
+    int backoff = BACKOFF_MIN_MS, poll = POLL_MIN_MS, cur = 0;
+    struct batch *inflight = NULL;
     while (!sc_stop_requested()) {
         if ((!sc_db_connected(&r.db) && connect_db(&r)) ||
             (!sc_amqp_connected(&r.amqp) && connect_amqp(&r))) {
+            if (inflight) {
+                finish_batch(&r, inflight);
+                inflight = NULL;
+            }
             sc_sleep_ms(backoff + rand() % (backoff / 4 + 1));
             backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
             continue;
@@ -661,7 +727,10 @@ int sc_relay_run(const struct sc_config *cfg)
         backoff = BACKOFF_MIN_MS;
         struct sc_db_err e = {0};
         refresh_gauges(&r);
+        struct batch *b = &bufs[cur];
+        use(&r, b);
         int n = claim(&r, &e);
+        int transient = 0;
         if (n < 0) {
             /* Errors that only show when the statement runs (1290 read only
              * after a failover, 1406, a revoked grant) would otherwise turn
@@ -669,12 +738,15 @@ int sc_relay_run(const struct sc_config *cfg)
             atomic_fetch_add(&r.m.claim_failed, 1);
             db_failed(&r, "claim", &e);
             struct sc_db_err rb = {0};
-            int transient = e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0;
-            if (!transient) {
-                /* a new connection may reach the new primary */
-                sc_db_close(&r.db);
-                atomic_store(&r.m.db_connected, 0);
-            }
+            transient = e.cls == SC_DBERR_TRANSIENT && sc_db_rollback(&r.db, &rb) == 0;
+            if (!transient)
+                db_lost(&r); /* a new connection may reach the new primary */
+        }
+        if (inflight) {
+            finish_batch(&r, inflight);
+            inflight = NULL;
+        }
+        if (n < 0) {
             sc_sleep_ms(db_backoff_ms(r.db_fails, transient));
             continue;
         }
@@ -682,23 +754,33 @@ int sc_relay_run(const struct sc_config *cfg)
         if (n == 0) {
             /* Idle: back off up to poll_ms, and keep the broker connection's
              * heartbeats going meanwhile. */
-            if (sc_amqp_service(&r.amqp)) {
-                sc_amqp_close(&r.amqp);
-                atomic_store(&r.m.amqp_connected, 0);
-            }
+            if (sc_amqp_connected(&r.amqp) && sc_amqp_service(&r.amqp))
+                amqp_lost(&r);
             sc_sleep_ms(poll);
             poll = poll * 2 > r.rc->poll_ms ? r.rc->poll_ms : poll * 2;
             continue;
         }
         poll = POLL_MIN_MS;
         SC_FAULT("relay.after_claim");
-        if (publish_batch(&r, n)) {
-            sc_amqp_close(&r.amqp);
-            atomic_store(&r.m.amqp_connected, 0);
-            atomic_store(&r.m.db_connected, sc_db_connected(&r.db));
+        b->n = n;
+        if (!sc_amqp_connected(&r.amqp)) {
+            /* lost while finishing the previous batch: these wait out their lease */
+            use(&r, b);
+            free_rows(&r, n);
+            b->n = 0;
+            continue;
         }
-        free_rows(&r, n);
+        if (send_batch(&r, b) > 0 && !b->send_failed) {
+            inflight = b;
+            cur ^= 1;
+        } else {
+            use(&r, b);
+            free_rows(&r, b->n);
+            b->n = b->nv = 0;
+        }
     }
+    if (inflight)
+        finish_batch(&r, inflight);
     sc_info("relay %s stopped: published=%llu lease_lost=%llu returned=%llu nacked=%llu "
             "unconfirmed=%llu batches=%llu",
             r.worker_id, atomic_load(&r.m.published), atomic_load(&r.m.lease_lost),
@@ -707,8 +789,11 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_http_stop(http);
     sc_amqp_close(&r.amqp);
     sc_db_close(&r.db);
-    free(r.rows);
-    free(r.msgs);
+    for (int k = 0; k < 2; k++) {
+        free(bufs[k].rows);
+        free(bufs[k].msgs);
+        free(bufs[k].valid);
+    }
     free(r.binds);
     free(r.lens);
     return 0;
