@@ -52,6 +52,18 @@ def load_outbox(n, chunk=200000):
     return n / (time.time() - t0)
 
 
+def settle(timeout=120):
+    """Waits until InnoDB has flushed what a bulk load dirtied (below 2% of
+    the pool), so a scenario does not pay for the previous load's writes."""
+    end = time.time() + timeout
+    while time.time() < end:
+        st = dict(q("SHOW GLOBAL STATUS WHERE Variable_name IN"
+                    " ('Innodb_buffer_pool_pages_dirty', 'Innodb_buffer_pool_pages_total')"))
+        if int(st["Innodb_buffer_pool_pages_dirty"]) < 0.02 * int(st["Innodb_buffer_pool_pages_total"]):
+            return
+        time.sleep(0.5)
+
+
 def fresh_queue():
     c = pika.BlockingConnection(pika.URLParameters(AMQP))
     ch = c.channel()
@@ -142,6 +154,7 @@ def broker_limit(n):
 def scenario(label, rows, n_relays, measure):
     q("TRUNCATE TABLE outbox_event")
     load = load_outbox(rows)
+    settle()
     queue = fresh_queue()
     rate = relay_rate(n_relays, measure)
     delete_queue(queue)
@@ -173,7 +186,10 @@ def main():
               flush=True)
     if "backlog" in part:
         a1 = scenario(f"relay x1, backlog {SMALL}", SMALL, 1, SMALL)
-        b = scenario(f"relay x1, backlog {BIG}", BIG, 1, SMALL)
+        # the big backlog is measured over more events so that the relay's
+        # periodic pending count (O(backlog), self-limited to ~1% of the
+        # time) is amortised as it is in a long drain
+        b = scenario(f"relay x1, backlog {BIG}", BIG, 1, 3 * SMALL)
         a2 = scenario(f"relay x1, backlog {SMALL}", SMALL, 1, SMALL)
         res.update(backlog_small=(a1 + a2) / 2, backlog_big=b)
         print(f"backlog {BIG} / backlog {SMALL} = {b / ((a1 + a2) / 2):5.2f}   (target >= 0.8)", flush=True)
