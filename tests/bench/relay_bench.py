@@ -52,7 +52,7 @@ def load_outbox(n, chunk=200000):
     return n / (time.time() - t0)
 
 
-def settle(timeout=120):
+def settle(timeout=30):
     """Waits until InnoDB has flushed what a bulk load dirtied (below 2% of
     the pool), so a scenario does not pay for the previous load's writes."""
     end = time.time() + timeout
