@@ -373,6 +373,14 @@ static size_t settle(struct sc_publish *msgs, size_t n, uint64_t tag, int multip
 int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
                               char *err, size_t err_len)
 {
+    if (sc_amqp_publish_begin(a, msgs, n, err, err_len))
+        return -1;
+    return sc_amqp_collect_confirms(a, msgs, n, timeout_ms, err, err_len);
+}
+
+int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, char *err,
+                          size_t err_len)
+{
     for (size_t i = 0; i < n; i++) {
         msgs[i].result = SC_PUB_PENDING;
         msgs[i].seq = a->next_seq++;
@@ -386,7 +394,15 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
             return -1;
         }
     }
-    size_t pending = n;
+    return 0;
+}
+
+int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
+                             char *err, size_t err_len)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < n; i++)
+        pending += msgs[i].result == SC_PUB_PENDING;
     int64_t deadline = sc_now_ms() + timeout_ms;
     while (pending > 0) {
         int64_t left = deadline - sc_now_ms();

@@ -84,6 +84,16 @@ struct sc_publish {
 int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
                               char *err, size_t err_len);
 
+/* The two halves of sc_amqp_publish_confirmed, so a caller can do other
+ * work while the confirms travel: begin sends every message (0, or -1 with
+ * every unsent one FAILED); collect waits for the confirms of those still
+ * PENDING (same return as sc_amqp_publish_confirmed). Nothing else may be
+ * published on the connection in between. */
+int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, char *err,
+                          size_t err_len);
+int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
+                             char *err, size_t err_len);
+
 /* Services heartbeats on an otherwise idle connection and drains stray
  * frames. Returns 0, or -1 when the connection is gone. */
 int sc_amqp_service(struct sc_amqp *a);

@@ -196,6 +196,8 @@ char *sc_metrics_render(void)
             {"sidecar_relay_returned_total", "Unroutable events (basic.return).", &r->returned},
             {"sidecar_relay_nacked_total", "Events nacked by the broker.", &r->nacked},
             {"sidecar_relay_unconfirmed_total", "Events without a confirm in time.", &r->unconfirmed},
+            {"sidecar_relay_claim_failed_total", "Claim transactions that failed (retried with backoff).", &r->claim_failed},
+            {"sidecar_relay_invalid_total", "Outbox rows refused as invalid CloudEvents and marked FAILED.", &r->invalid},
         };
         for (size_t k = 0; k < sizeof counters / sizeof *counters; k++)
             emit(&o, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %llu\n", counters[k].name,

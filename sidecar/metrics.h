@@ -40,6 +40,7 @@ struct sc_consumer_metrics {
 struct sc_relay_metrics {
     const char *worker_id;
     atomic_ullong published, lease_lost, returned, nacked, unconfirmed, batches;
+    atomic_ullong claim_failed, invalid; /* failed claim transactions; rows refused as invalid */
     struct sc_hist confirm_seconds, batch_size;
     atomic_llong pending, oldest_pending_age_ms; /* -1 until first measured */
     atomic_int db_connected, amqp_connected;

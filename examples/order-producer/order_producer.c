@@ -2,6 +2,11 @@
  * business service would, and never replays an UNKNOWN blindly.
  *
  *   order-producer [--count N] [--rate PER_S] [--tenant T] [--prefix P] [--start I]
+ *   order-producer --event AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE PAYLOAD_JSON
+ *
+ * --event writes one outbox event through sc_outbox_write, with no business
+ * row, and prints {"event_id":..,"outcome":..,"error":..}; exit 0 when it
+ * committed (an event the helper refuses is rolled_back with the reason).
  *
  * The database URL comes from SIDECAR_MYSQL_URL (mysql://user:pass@host:port/db),
  * or from the file named by SIDECAR_MYSQL_URL_FILE.
@@ -46,6 +51,24 @@ static MYSQL *db_connect(const char *url)
     return c;
 }
 
+/* --event: one bare outbox event. */
+static int write_event(MYSQL *conn, char **argv)
+{
+    struct sc_outbox_event ev = {.aggregate_type = argv[0], .event_type = argv[2],
+                                 .event_version = 1, .payload_json = argv[3]};
+    struct sc_outbox_error err = {0};
+    sc_outbox_new_event_id(ev.event_id);
+    snprintf(ev.aggregate_id, sizeof ev.aggregate_id, "%s", argv[1]);
+    enum sc_outbox_outcome oc = sc_outbox_write(conn, NULL, NULL, &ev, &err);
+    /* the reason is plain ASCII text without quotes or backslashes */
+    for (char *p = err.message; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = ' ';
+    printf("{\"event_id\":\"%s\",\"outcome\":\"%s\",\"code\":%u,\"error\":\"%s\"}\n", ev.event_id,
+           sc_outbox_outcome_name(oc), err.code, err.message);
+    return oc == SC_OUTBOX_COMMITTED ? 0 : 1;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -74,10 +97,11 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"count", required_argument, 0, 'n'}, {"rate", required_argument, 0, 'r'},
         {"tenant", required_argument, 0, 't'}, {"prefix", required_argument, 0, 'p'},
-        {"start", required_argument, 0, 's'}, {0, 0, 0, 0}};
-    int o;
-    while ((o = getopt_long(argc, argv, "n:r:t:p:s:", opts, NULL)) != -1) {
+        {"start", required_argument, 0, 's'}, {"event", no_argument, 0, 'e'}, {0, 0, 0, 0}};
+    int o, event = 0;
+    while ((o = getopt_long(argc, argv, "n:r:t:p:s:e", opts, NULL)) != -1) {
         switch (o) {
+        case 'e': event = 1; break;
         case 'n': count = atol(optarg); break;
         case 'r': rate = atof(optarg); break;
         case 't': tenant = optarg; break;
@@ -85,9 +109,16 @@ int main(int argc, char **argv)
         case 's': start = atol(optarg); break;
         default:
             fprintf(stderr, "usage: order-producer [--count N] [--rate PER_S] [--tenant T] "
-                            "[--prefix P] [--start I]\n");
+                            "[--prefix P] [--start I]\n"
+                            "       order-producer --event AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE "
+                            "PAYLOAD_JSON\n");
             return 2;
         }
+    }
+    if (event && argc - optind != 4) {
+        fprintf(stderr, "order-producer: --event takes AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE "
+                        "PAYLOAD_JSON\n");
+        return 2;
     }
     const char *url = getenv("SIDECAR_MYSQL_URL");
     static char from_file[1024];
@@ -111,6 +142,12 @@ int main(int argc, char **argv)
     MYSQL *conn = reconnect(url, NULL);
     if (!conn)
         return 1;
+    if (event) {
+        int rc = write_event(conn, argv + optind);
+        mysql_close(conn);
+        mysql_library_end();
+        return rc;
+    }
     int all_ok = 1;
     for (long i = start; i < start + count; i++) {
         char request_id[128], event_id[37];

@@ -46,7 +46,8 @@ struct sc_outbox_event {
     const char *payload_json;   /* may be set by the business callback */
 };
 
-/* A new random (v4) event id, canonical lowercase. */
+/* A new time-ordered (UUIDv7, RFC 9562) event id, canonical lowercase: a
+ * valid UUID to every consumer, and cheap to index where ids are stored. */
 void sc_outbox_new_event_id(char out[37]);
 
 /* The caller's business statements, run inside the transaction on conn.
@@ -54,7 +55,15 @@ void sc_outbox_new_event_id(char out[37]);
 typedef int (*sc_outbox_business_fn)(struct st_mysql *conn, void *arg, struct sc_outbox_event *ev,
                                      struct sc_outbox_error *err);
 
-/* START TRANSACTION; business(); INSERT outbox_event (PENDING); COMMIT. */
+/* Returns 1 when ev can become a valid CloudEvent, else 0 with the reason
+ * in why: event_id a UUID, aggregate_type a non-empty URI-reference (it is
+ * the event's `source`: no spaces), aggregate_id non-empty (`subject`),
+ * event_type non-empty, payload_json exactly one JSON value. */
+int sc_outbox_check_event(const struct sc_outbox_event *ev, char *why, size_t why_len);
+
+/* START TRANSACTION; business(); check the event (sc_outbox_check_event:
+ * an invalid one is ROLLED_BACK with err->code 0 and the reason in
+ * err->message); INSERT outbox_event (PENDING); COMMIT. */
 enum sc_outbox_outcome sc_outbox_write(struct st_mysql *conn, sc_outbox_business_fn business,
                                        void *arg, struct sc_outbox_event *ev,
                                        struct sc_outbox_error *err);

@@ -2,6 +2,8 @@
 the outbox row commit together; a COMMIT whose reply is lost (connection cut
 after COMMIT is sent) is UNKNOWN and reconciled by request id, never replayed
 blindly; a crash before COMMIT leaves nothing, and the rerun completes."""
+import re
+
 from harness import *
 
 
@@ -26,6 +28,12 @@ ok(rec and rec[0]["outcome"] == "committed" and rec[0]["attempts"] == 1,
    "the UNKNOWN request was found committed by request id, without a second attempt", detail=rec)
 rows = orders_for(prefix)
 is_eq(len(rows), 10, "ten orders, none twice")
+eids = [l["event_id"] for l in lines]
+ok(all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", e) for e in eids),
+   "event ids are lowercase UUIDv7", detail=eids)
+ok(eids == sorted(eids), "ids made one after another sort in creation order (time-ordered)", detail=eids)
+ms = int(eids[0].replace("-", "")[:12], 16)
+ok(abs(ms / 1000 - time.time()) < 600, "the v7 timestamp is the creation time (Unix ms)", detail=ms)
 ok(all(r[3] is not None for r in rows), "every order has its outbox_event (same transaction)")
 ok(all(r[4] == str(r[2]) for r in rows), "each outbox_event's aggregate_id is its order id")
 by_req = {r[0]: r for r in rows}

@@ -54,12 +54,20 @@ ids2 = insert_outbox(N2)
 relays = [Relay(ex, batch=50, lease_ms=1500) for _ in range(3)]
 relays[0].start()
 relays[1].start(env={"SIDECAR_FAULT": "relay.after_confirm:4"})
-relays[2].start()
-time.sleep(0.4)
+# The victim stops right after committing its 3rd claim (a pause at the
+# after-claim point), so the kill -9 provably hits a relay holding a lease.
+relays[2].start(env={"SIDECAR_FAULT": "relay.after_claim:3", "SIDECAR_FAULT_PAUSE_MS": "120000"})
+ok(wait_until(lambda: "fault point reached, pausing" in relays[2].text(), timeout=60),
+   "the victim committed a claim and stopped before publishing it")
+victim_rows = [r[0] for r in query("SELECT event_id FROM outbox_event WHERE status = 'PUBLISHING' AND lease_owner = %s",
+                                    (relays[2].worker_id,))]
+ok(len(victim_rows) > 0, f"the victim holds a lease on {len(victim_rows)} rows when it is killed")
 relays[2].kill9()
 is_eq(relays[1].wait_exit(60), 86, "one relay crashed after a broker confirm, before marking")
 wait_until(lambda: count_in("outbox_event", "event_id", ids2, "AND status = 'PUBLISHED'") == N2, timeout=120)
 is_eq(count_in("outbox_event", "event_id", ids2, "AND status = 'PUBLISHED'"), N2, "every row PUBLISHED by the survivor")
+is_eq(count_in("outbox_event", "event_id", victim_rows, "AND status = 'PUBLISHED' AND publish_attempts >= 2"),
+      len(victim_rows), "the killed relay's leased rows were reclaimed after their lease and published")
 deliveries = collections.Counter(json.loads(b)["id"] for _, _, b in drain_with_keys(q2))
 missing = [i for i in ids2 if deliveries[i] == 0]
 is_eq(len(missing), 0, "every event delivered at least once")

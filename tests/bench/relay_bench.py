@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""The producer side of the benchmark (issue 11.2/11.3/11.6): relay
+throughput against the broker's publish-with-confirms limit measured in the
+same run, one relay vs three on one table, a 10,000-row vs a 1,000,000-row
+backlog (A-B-A interleaved), and the relay's RSS over a long run. Progress
+is read from the relays' own /metrics counters, never from COUNT(*) over
+the table. tests/bench/run sets the environment (BENCH_PART=producer)."""
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+
+import pika
+import pymysql
+
+BUILD = os.environ["BENCH_BUILD"]
+AMQP = os.environ["SC_TEST_AMQP_URL"]
+MYSQL = os.environ["SC_TEST_MYSQL_URL"]
+SOCK = os.environ["SC_TEST_MYSQL_SOCKET"]
+SIDECAR = f"{BUILD}/sidecar/sidecar"
+N = int(os.environ.get("BENCH_RELAY_N", "20000"))
+BIG = int(os.environ.get("BENCH_BACKLOG_BIG", "1000000"))
+SMALL = int(os.environ.get("BENCH_BACKLOG_SMALL", "10000"))
+RSS_N = int(os.environ.get("BENCH_RSS_N", "1000000"))
+BATCH = int(os.environ.get("BENCH_RELAY_BATCH", "256"))
+EXCHANGE = "bench-outbox"
+PAYLOAD = '{"orderId":12345,"status":"ACCEPTED","amount":19.99,"tenantId":"bench"}'
+
+
+def q(sql, args=None):
+    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=True) as c, c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def load_outbox(n, chunk=200000):
+    """n PENDING rows, oldest first, by INSERT ... SELECT from MariaDB's
+    sequence engine in large chunks. Returns rows/s."""
+    t0 = time.time()
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        q("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version, payload,"
+          " status, created_at) SELECT UUID(), 'ORDER', seq + %s, 'ORDER_ACCEPTED', 1, %s, 'PENDING',"
+          f" UTC_TIMESTAMP(6) + INTERVAL (seq + %s) MICROSECOND FROM seq_1_to_{k}", (done, PAYLOAD, done))
+        done += k
+    return n / (time.time() - t0)
+
+
+def settle(timeout=30):
+    """Waits until InnoDB has flushed what a bulk load dirtied (below 2% of
+    the pool), so a scenario does not pay for the previous load's writes."""
+    end = time.time() + timeout
+    while time.time() < end:
+        st = dict(q("SHOW GLOBAL STATUS WHERE Variable_name IN"
+                    " ('Innodb_buffer_pool_pages_dirty', 'Innodb_buffer_pool_pages_total')"))
+        if int(st["Innodb_buffer_pool_pages_dirty"]) < 0.02 * int(st["Innodb_buffer_pool_pages_total"]):
+            return
+        time.sleep(0.5)
+
+
+def fresh_queue():
+    c = pika.BlockingConnection(pika.URLParameters(AMQP))
+    ch = c.channel()
+    ch.exchange_declare(EXCHANGE, "topic", durable=True)
+    name = "bench-relay-" + uuid.uuid4().hex[:6]
+    ch.queue_declare(name, durable=True)
+    ch.queue_bind(name, EXCHANGE, "#")
+    c.close()
+    return name
+
+
+def delete_queue(name):
+    c = pika.BlockingConnection(pika.URLParameters(AMQP))
+    c.channel().queue_delete(name)
+    c.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class RelayProc:
+    def __init__(self, batch=BATCH):
+        self.port = free_port()
+        d = tempfile.mkdtemp(prefix="bench-relay-")
+        path = os.path.join(d, "relay.json")
+        json.dump({"amqp": {"url": AMQP}, "mysql": {"url": MYSQL}, "http": {"listen": f"127.0.0.1:{self.port}"},
+                   "log": {"level": "warn"},
+                   "relay": {"worker_id": "bench-" + uuid.uuid4().hex[:6], "exchange": EXCHANGE, "batch": batch,
+                             "lease_ms": 30000, "poll_ms": 50, "confirm_timeout_ms": 10000}}, open(path, "w"))
+        self.proc = subprocess.Popen([SIDECAR, "relay", "-c", path], stderr=open(os.path.join(d, "log"), "w"))
+
+    def published(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+                m = re.search(r"^sidecar_relay_published_total\{[^}]*\} (\d+)$", r.read().decode(), re.M)
+                return int(m.group(1)) if m else 0
+        except OSError:
+            return 0
+
+    def rss_kib(self):
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def relay_rate(n_relays, target, timeout=300):
+    """Starts n relays on the loaded table; events/s until `target` are
+    published (from the first publish on, start-up excluded)."""
+    relays = [RelayProc() for _ in range(n_relays)]
+    t_first = None
+    end = time.time() + timeout
+    total = 0
+    while time.time() < end:
+        total = sum(r.published() for r in relays)
+        if total and t_first is None:
+            t_first, first = time.time(), total
+        if total >= target:
+            break
+        time.sleep(0.02)
+    t1 = time.time()
+    for r in relays:
+        r.stop()
+    if t_first is None or t1 <= t_first:
+        return 0.0
+    return (total - first) / (t1 - t_first)
+
+
+def broker_limit(n):
+    """The C publisher with confirms (tests/bench/preload: batches of 2000,
+    persistent, mandatory, a CloudEvents body of the relay's size)."""
+    name = "bench-pub-" + uuid.uuid4().hex[:6]
+    out = subprocess.run([f"{BUILD}/tests/bench/preload", AMQP, name, str(n)], capture_output=True, text=True,
+                         check=True).stdout
+    delete_queue(name)
+    return float(re.search(r"\(([0-9.]+)/s\)", out).group(1))
+
+
+def scenario(label, rows, n_relays, measure):
+    q("TRUNCATE TABLE outbox_event")
+    load = load_outbox(rows)
+    settle()
+    queue = fresh_queue()
+    rate = relay_rate(n_relays, measure)
+    delete_queue(queue)
+    print(f"{label:<52} {rate:>9.0f} ev/s   (backlog {rows}, measured over {measure}; load {load:.0f} rows/s)",
+          flush=True)
+    return rate
+
+
+def main():
+    print(f"# relay: batch {BATCH}, {os.cpu_count()} cores, MariaDB durable (flush_log_at_trx_commit=1)", flush=True)
+    part = os.environ.get("BENCH_RELAY_PART", "throughput backlog rss").split()
+    res = {}
+    if "throughput" in part:
+        # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
+        b1 = broker_limit(N)
+        print(f"{'broker limit: C publisher with confirms':<52} {b1:>9.0f} ev/s", flush=True)
+        r1 = scenario("relay x1", N, 1, N)
+        r3 = scenario("relay x3", N, 3, N)
+        b2 = broker_limit(N)
+        print(f"{'broker limit: C publisher with confirms':<52} {b2:>9.0f} ev/s", flush=True)
+        r1b = scenario("relay x1", N, 1, N)
+        r3b = scenario("relay x3", N, 3, N)
+        broker = (b1 + b2) / 2
+        one = (r1 + r1b) / 2
+        three = (r3 + r3b) / 2
+        res.update(broker=broker, relay1=one, relay3=three)
+        print(f"relay x1 / broker limit   = {one / broker:5.2f}   (target >= 0.6)", flush=True)
+        print(f"relay x3 / relay x1       = {three / one:5.2f}   (target >= 1.5 where the broker has headroom)",
+              flush=True)
+    if "backlog" in part:
+        a1 = scenario(f"relay x1, backlog {SMALL}", SMALL, 1, SMALL)
+        # the big backlog is measured over more events so that the relay's
+        # periodic pending count (O(backlog), self-limited to ~1% of the
+        # time) is amortised as it is in a long drain
+        b = scenario(f"relay x1, backlog {BIG}", BIG, 1, 3 * SMALL)
+        a2 = scenario(f"relay x1, backlog {SMALL}", SMALL, 1, SMALL)
+        res.update(backlog_small=(a1 + a2) / 2, backlog_big=b)
+        print(f"backlog {BIG} / backlog {SMALL} = {b / ((a1 + a2) / 2):5.2f}   (target >= 0.8)", flush=True)
+        q("TRUNCATE TABLE outbox_event")
+    if "rss" in part:
+        q("TRUNCATE TABLE outbox_event")
+        load_outbox(RSS_N)
+        queue = fresh_queue()
+        r = RelayProc()
+        samples = []
+        t0 = time.time()
+        while time.time() - t0 < 900:
+            done = r.published()
+            samples.append((done, r.rss_kib()))
+            if done >= RSS_N:
+                break
+            # the queue would hold a million messages: drain it meanwhile
+            time.sleep(1)
+            if len(samples) % 10 == 0:
+                c = pika.BlockingConnection(pika.URLParameters(AMQP))
+                c.channel().queue_purge(queue)
+                c.close()
+        r.stop()
+        delete_queue(queue)
+        warm = [s for s in samples if s[0] >= RSS_N // 10]
+        if warm:
+            growth = (warm[-1][1] - warm[0][1]) / 1024
+            print(f"relay RSS over {samples[-1][0]} events: {warm[0][1] / 1024:.1f} MiB after warm-up, "
+                  f"{warm[-1][1] / 1024:.1f} MiB at the end, growth {growth:+.2f} MiB   (target within 2 MiB)",
+                  flush=True)
+            res.update(rss_warm_mib=warm[0][1] / 1024, rss_end_mib=warm[-1][1] / 1024, events=samples[-1][0])
+        q("TRUNCATE TABLE outbox_event")
+    json.dump(res, open(os.environ.get("BENCH_JSON", "/dev/null"), "w"), indent=1)
+
+
+main()
