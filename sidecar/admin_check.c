@@ -27,7 +27,7 @@ static int check_mysql_node(const struct sc_config *cfg, size_t i)
     struct sc_db db;
     struct sc_db_err e = {0};
     if (sc_db_connect(&db, &one, &e)) {
-        fprintf(stderr, "sidecar: mysql node %zu (%s): error %u: %s\n", i, where, e.code, e.msg);
+        fprintf(stderr, "sidecar: mysql: error %u: %s (node %zu, %s)\n", e.code, e.msg, i, where);
         return 1;
     }
     struct sc_db_settings s;

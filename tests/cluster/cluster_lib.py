@@ -50,6 +50,15 @@ def node_query(port, sql, args=None):
         return cur.fetchall()
 
 
+def node_root_query(i, sql):
+    """root on Galera node i (1..3) over its socket, autocommit."""
+    import pymysql
+    with pymysql.connect(unix_socket=os.path.join(CDIR, f"galera{i}", "mysqld.sock"), user="root",
+                         database="app", autocommit=True) as c, c.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
 def configure(proc_obj, mysql_urls, amqp_urls, log_level="debug"):
     """Points a harness Sidecar/Relay at cluster nodes and rewrites its config."""
     proc_obj.config["mysql"]["url"] = mysql_urls
