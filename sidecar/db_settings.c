@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "log.h"
+
 /* Copies the value of each named row of a two-column SHOW result. */
 static int read_show(struct sc_db *db, const char *sql, struct sc_db_settings *s,
                      struct sc_db_err *e)
@@ -103,6 +105,12 @@ int sc_db_settings_check(struct sc_db *db, struct sc_db_err *e)
     char why[400];
     if (sc_db_settings_read(db, &s, e))
         return -1;
+    char found[400];
+    sc_db_settings_describe(&s, found, sizeof found);
+    sc_info("mysql: server settings: %s", found);
+    sc_db_settings_caution(&s, why, sizeof why);
+    if (why[0])
+        sc_warn("mysql: caution: %s", why);
     if (sc_db_settings_unsafe(&s, why, sizeof why) == 0)
         return 0;
     memset(e, 0, sizeof *e);
