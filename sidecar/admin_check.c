@@ -1,6 +1,7 @@
 /* `sidecar check`: validates what start-up would, then loads every handler,
- * connects to both servers and declares the topology, printing what it
- * found. */
+ * connects to every configured node of both servers (printing the database
+ * settings the guarantees depend on, and refusing those under which the
+ * relay is unsafe) and declares the topology, printing what it found. */
 #include <mysql.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,73 @@
 #include "admin.h"
 #include "amqp_conn.h"
 #include "db.h"
+#include "db_settings.h"
 #include "plugin.h"
+#include "url.h"
+
+/* Checks one database node: connects, prints what it runs with. Returns 0,
+ * or 1 when it cannot connect or its settings make the relay unsafe. */
+static int check_mysql_node(const struct sc_config *cfg, size_t i)
+{
+    struct sc_config one = *cfg; /* the same settings, this node only */
+    char *url = cfg->n_mysql_urls ? cfg->mysql_urls[i] : cfg->mysql_url;
+    one.mysql_url = url;
+    one.mysql_urls = &url;
+    one.n_mysql_urls = 1;
+    char where[300], found[400], why[400];
+    sc_url_endpoint(url, where, sizeof where);
+    struct sc_db db;
+    struct sc_db_err e = {0};
+    if (sc_db_connect(&db, &one, &e)) {
+        fprintf(stderr, "sidecar: mysql: error %u: %s (node %zu, %s)\n", e.code, e.msg, i, where);
+        return 1;
+    }
+    struct sc_db_settings s;
+    int rc = 0;
+    if (sc_db_settings_read(&db, &s, &e)) {
+        fprintf(stderr, "sidecar: mysql node %zu (%s): cannot read its settings: error %u: %s\n", i,
+                where, e.code, e.msg);
+        rc = 1;
+    } else {
+        sc_db_settings_describe(&s, found, sizeof found);
+        printf("mysql: connected to node %zu (%s), server %s: %s\n", i, where,
+               mysql_get_server_info(db.conn), found);
+        sc_db_settings_caution(&s, why, sizeof why);
+        if (why[0])
+            printf("mysql: node %zu: caution: %s\n", i, why);
+        if (sc_db_settings_unsafe(&s, why, sizeof why)) {
+            if (cfg->relay.present) {
+                fprintf(stderr, "sidecar: mysql node %zu (%s): unsafe for the relay: %s\n", i, where,
+                        why);
+                rc = 1;
+            } else {
+                printf("mysql: node %zu: unsafe for a relay (none configured here): %s\n", i, why);
+            }
+        }
+    }
+    sc_db_close(&db);
+    return rc;
+}
+
+/* Connects to one broker node. Returns 0, or 1 when it cannot. */
+static int check_amqp_node(const struct sc_config *cfg, size_t i)
+{
+    struct sc_config one = *cfg;
+    char *url = cfg->n_amqp_urls ? cfg->amqp_urls[i] : cfg->amqp_url;
+    one.amqp_url = url;
+    one.amqp_urls = &url;
+    one.n_amqp_urls = 1;
+    char where[300], err[512];
+    sc_url_endpoint(url, where, sizeof where);
+    struct sc_amqp a;
+    if (sc_amqp_connect(&a, &one, "sidecar check", err, sizeof err)) {
+        fprintf(stderr, "sidecar: amqp node %zu (%s): %s\n", i, where, err);
+        return 1;
+    }
+    printf("amqp: connected to node %zu (%s)\n", i, where);
+    sc_amqp_close(&a);
+    return 0;
+}
 
 int sc_check_run(const struct sc_config *cfg)
 {
@@ -27,15 +94,12 @@ int sc_check_run(const struct sc_config *cfg)
         }
     }
     int rc = 0;
-    struct sc_db db;
-    struct sc_db_err e = {0};
-    if (sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar: mysql: error %u: %s\n", e.code, e.msg);
-        rc = 1;
-    } else {
-        printf("mysql: connected (server %s)\n", mysql_get_server_info(db.conn));
-        sc_db_close(&db);
-    }
+    size_t n_mysql = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
+    size_t n_amqp = cfg->n_amqp_urls ? cfg->n_amqp_urls : 1;
+    for (size_t i = 0; i < n_mysql; i++)
+        rc |= check_mysql_node(cfg, i);
+    for (size_t i = 0; n_amqp > 1 && i < n_amqp; i++)
+        rc |= check_amqp_node(cfg, i);
     for (size_t i = 0; i < cfg->n_consumers; i++) {
         struct sc_amqp a;
         char err[512];
@@ -52,7 +116,7 @@ int sc_check_run(const struct sc_config *cfg)
         printf("handler: consumer %s: %s loaded\n", cfg->consumers[i].name,
                ps[i].h->name);
     }
-    if (cfg->n_consumers == 0) {
+    if (cfg->n_consumers == 0 && n_amqp == 1) {
         struct sc_amqp a;
         char err[512];
         if (sc_amqp_connect(&a, cfg, "sidecar check", err, sizeof err)) {

@@ -13,6 +13,8 @@
 
 #include "lifecycle.h"
 #include "log.h"
+#include "metrics.h"
+#include "url.h"
 
 /* Longest any single broker RPC (declare, bind, qos, consume) may take. */
 #define SC_AMQP_RPC_TIMEOUT_S 10
@@ -65,12 +67,12 @@ static void harden_socket(int fd, int heartbeat_s)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 
-int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *name, char *err,
-                    size_t err_len)
+static int connect_one(struct sc_amqp *a, const struct sc_config *cfg, const char *amqp_url,
+                       const char *name, char *err, size_t err_len)
 {
     struct amqp_connection_info ci;
     memset(a, 0, sizeof *a);
-    char *url = strdup(cfg->amqp_url);
+    char *url = strdup(amqp_url);
     if (!url)
         return fail(err, err_len, "amqp", "out of memory");
     amqp_default_connection_info(&ci);
@@ -146,6 +148,33 @@ int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *
         return -1;
     }
     return 0;
+}
+
+/* Where this thread's next connect starts: after the node it was last on. */
+static _Thread_local size_t next_node;
+
+int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *name, char *err,
+                    size_t err_len)
+{
+    char *const single[1] = {cfg->amqp_url};
+    char *const *urls = cfg->n_amqp_urls ? cfg->amqp_urls : single;
+    size_t n = cfg->n_amqp_urls ? cfg->n_amqp_urls : 1;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (next_node + k) % n;
+        char where[300];
+        sc_url_endpoint(urls[i], where, sizeof where);
+        next_node = i + 1;
+        if (connect_one(a, cfg, urls[i], name, err, err_len) == 0) {
+            a->node = (int)i;
+            sc_metrics_endpoint(name, "amqp", (int)i, where);
+            if (n > 1)
+                sc_info("amqp: %s: connected to node %zu of %zu (%s)", name, i, n, where);
+            return 0;
+        }
+        if (n > 1 && k + 1 < n)
+            sc_warn("amqp: %s: node %zu (%s): %s; trying the next node", name, i, where, err);
+    }
+    return -1;
 }
 
 void sc_amqp_close(struct sc_amqp *a)

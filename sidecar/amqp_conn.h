@@ -15,10 +15,14 @@
 struct sc_amqp {
     amqp_connection_state_t conn;
     uint64_t next_seq;     /* publish sequence number under confirms */
+    int node;              /* index in cfg->amqp_urls of the broker node */
 };
 
 /* Opens a connection and channel 1. name shows in the broker's connection
- * list (connection_name). Returns 0, or -1 with err set. */
+ * list (connection_name). With several amqp.url nodes it tries each once, in
+ * turn, starting after the node this thread last connected to (so a
+ * reconnect after a failure goes to the next node). Returns 0, or -1 with
+ * err set (the last node's error). */
 int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *name, char *err,
                     size_t err_len);
 void sc_amqp_close(struct sc_amqp *a);

@@ -18,6 +18,7 @@ enum field_type {
     F_OBJ,      /* nested object, described by sub */
     F_INT_ARR,  /* array of integers within [min, max] */
     F_OBJ_ARR,  /* array of objects, each described by sub */
+    F_STR_LIST, /* one string or an array of strings, kept as char ** at off */
 };
 
 struct table;
@@ -51,7 +52,7 @@ static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 
 static const struct field amqp_fields[] = {
-    {.key = "url", .type = F_STR, .off = CFG(amqp_url)},
+    {.key = "url", .type = F_STR_LIST, .off = CFG(amqp_urls), .count_off = CFG(n_amqp_urls)},
     {.key = "heartbeat_s", .type = F_INT, .off = CFG(amqp_heartbeat_s), .min = 0, .max = 3600, .def_int = 30},
     {.key = "connect_timeout_ms", .type = F_INT, .off = CFG(amqp_connect_timeout_ms), .min = 100,
      .max = 600000, .def_int = 5000},
@@ -62,7 +63,7 @@ static const struct field amqp_fields[] = {
      .max = 1, .def_int = 1},
 };
 static const struct field mysql_fields[] = {
-    {.key = "url", .type = F_STR, .off = CFG(mysql_url)},
+    {.key = "url", .type = F_STR_LIST, .off = CFG(mysql_urls), .count_off = CFG(n_mysql_urls)},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
      .max = 3600, .def_int = 5},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
@@ -194,6 +195,26 @@ static int set_default(const struct field *f, char *base)
 static int parse_table(const json_t *obj, const struct table *t, char *base, const char *path,
                        char *err, size_t err_len);
 
+static void free_list(char **list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+/* Appends a copy of s[0..len) to *list; returns 0 or -1 (out of memory). */
+static int list_add(char ***list, size_t *n, const char *s, size_t len)
+{
+    char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    *list = nl;
+    if (!(nl[*n] = strndup(s, len)))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
 static int parse_int(const json_t *v, const struct field *f, const char *p, int *out, char *err,
                      size_t err_len)
 {
@@ -264,6 +285,34 @@ static int parse_field(const json_t *v, const struct field *f, char *base, const
         }
         return 0;
     }
+    case F_STR_LIST: {
+        char ***dst = (char ***)(base + f->off);
+        size_t *cnt = (size_t *)(base + f->count_off);
+        free_list(*dst, *cnt);
+        *dst = NULL;
+        *cnt = 0;
+        if (json_is_string(v)) {
+            if (!json_string_value(v)[0])
+                return fail(err, err_len, "%s: expected a non-empty string", p);
+            if (list_add(dst, cnt, json_string_value(v), json_string_length(v)))
+                return fail(err, err_len, "%s: out of memory", p);
+            return 0;
+        }
+        if (!json_is_array(v))
+            return fail(err, err_len, "%s: expected a string or an array of strings, got %s", p,
+                        json_type_name(v));
+        if (json_array_size(v) == 0)
+            return fail(err, err_len, "%s: expected at least one element", p);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            const json_t *e = json_array_get(v, i);
+            if (!json_is_string(e) || !json_string_value(e)[0])
+                return fail(err, err_len, "%s[%zu]: expected a non-empty string, got %s", p, i,
+                            json_type_name(e));
+            if (list_add(dst, cnt, json_string_value(e), json_string_length(e)))
+                return fail(err, err_len, "%s: out of memory", p);
+        }
+        return 0;
+    }
     case F_OBJ_ARR: {
         if (!json_is_array(v))
             return fail(err, err_len, "%s: expected array, got %s", p, json_type_name(v));
@@ -321,7 +370,7 @@ static int parse_table(const json_t *obj, const struct table *t, char *base, con
     return 0;
 }
 
-/* Reads a whole small file; strips one trailing newline (secret files). */
+/* Reads a whole small file (a secret file) into a new string. */
 static char *read_secret_file(const char *path, char *err, size_t err_len, const char *var)
 {
     FILE *fp = fopen(path, "r");
@@ -329,58 +378,148 @@ static char *read_secret_file(const char *path, char *err, size_t err_len, const
         fail(err, err_len, "%s: cannot open %s: %s", var, path, strerror(errno));
         return NULL;
     }
-    char buf[4096];
+    char buf[8192];
     size_t n = fread(buf, 1, sizeof buf - 1, fp);
     fclose(fp);
     buf[n] = 0;
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = 0;
     char *s = strdup(buf);
+    memset(buf, 0, n);
     if (!s)
         fail(err, err_len, "%s: out of memory", var);
     return s;
 }
 
-/* SIDECAR_X overrides the file; SIDECAR_X_FILE names a file that holds it. */
-static int apply_env_url(char **dst, const char *var, char *err, size_t err_len)
+/* Splits text on commas and line breaks into *list (empty parts and
+ * surrounding blanks dropped). Returns 0, or -1 with err set. */
+static int split_urls(const char *text, char ***list, size_t *n, const char *var, char *err,
+                      size_t err_len)
+{
+    const char *p = text;
+    while (*p) {
+        size_t len = strcspn(p, ",\r\n");
+        const char *s = p, *e = p + len;
+        while (s < e && (*s == ' ' || *s == '\t'))
+            s++;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e > s && list_add(list, n, s, (size_t)(e - s)))
+            return fail(err, err_len, "%s: out of memory", var);
+        p += len;
+        if (*p)
+            p++;
+    }
+    if (*n == 0)
+        return fail(err, err_len, "%s: no URL in it", var);
+    return 0;
+}
+
+/* SIDECAR_X (a comma-separated list of URLs) overrides the file;
+ * SIDECAR_X_FILE names files (comma-separated) that hold them, one secret
+ * file per node if wanted. */
+static int apply_env_urls(char ***dst, size_t *dst_n, const char *var, char *err, size_t err_len)
 {
     char filevar[64];
     snprintf(filevar, sizeof filevar, "%s_FILE", var);
-    const char *direct = getenv(var), *file = getenv(filevar);
-    char *val = NULL;
+    const char *direct = getenv(var), *files = getenv(filevar);
+    char **list = NULL;
+    size_t n = 0;
     if (direct && direct[0]) {
-        val = strdup(direct);
-    } else if (file && file[0]) {
-        if (!(val = read_secret_file(file, err, err_len, filevar)))
-            return -1;
+        if (split_urls(direct, &list, &n, var, err, err_len))
+            goto bad;
+    } else if (files && files[0]) {
+        char **paths = NULL;
+        size_t n_paths = 0;
+        if (split_urls(files, &paths, &n_paths, filevar, err, err_len)) {
+            free_list(paths, n_paths);
+            goto bad;
+        }
+        for (size_t i = 0; i < n_paths; i++) {
+            char *text = read_secret_file(paths[i], err, err_len, filevar);
+            int rc = text ? split_urls(text, &list, &n, filevar, err, err_len) : -1;
+            if (text) {
+                memset(text, 0, strlen(text));
+                free(text);
+            }
+            if (rc) {
+                free_list(paths, n_paths);
+                goto bad;
+            }
+        }
+        free_list(paths, n_paths);
     } else {
         return 0;
     }
-    if (!val)
-        return fail(err, err_len, "%s: out of memory", var);
-    free(*dst);
-    *dst = val;
+    free_list(*dst, *dst_n);
+    *dst = list;
+    *dst_n = n;
+    return 0;
+bad:
+    free_list(list, n);
+    return -1;
+}
+
+/* Checks every URL of a list: key names the list, with [i] when it has
+ * more than one. */
+static int validate_urls(char **urls, size_t n, const char *key, const char *env,
+                         const char *const *schemes, const char *want, char *err, size_t err_len)
+{
+    if (n == 0)
+        return fail(err, err_len, "%s: required key is missing (or set %s)", key, env);
+    for (size_t i = 0; i < n; i++) {
+        char k[64];
+        if (n > 1)
+            snprintf(k, sizeof k, "%s[%zu]", key, i);
+        else
+            snprintf(k, sizeof k, "%s", key);
+        int ok = 0;
+        for (const char *const *s = schemes; *s; s++)
+            ok |= strncmp(urls[i], *s, strlen(*s)) == 0;
+        if (!ok)
+            return fail(err, err_len, "%s: expected %s", k, want);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(urls[i], urls[j]) == 0)
+                return fail(err, err_len, "%s: the same URL as %s[%zu]", k, key, j);
+    }
     return 0;
 }
 
 static int validate(struct sc_config *c, char *err, size_t err_len)
 {
-    if (!c->amqp_url)
-        return fail(err, err_len, "amqp.url: required key is missing (or set SIDECAR_AMQP_URL)");
-    if (!c->mysql_url)
-        return fail(err, err_len, "mysql.url: required key is missing (or set SIDECAR_MYSQL_URL)");
-    if (strncmp(c->amqp_url, "amqp://", 7) != 0 && strncmp(c->amqp_url, "amqps://", 8) != 0)
-        return fail(err, err_len, "amqp.url: expected an amqp:// or amqps:// URL");
-    if (strncmp(c->mysql_url, "mysql://", 8) != 0)
-        return fail(err, err_len, "mysql.url: expected a mysql:// URL");
-    if (strncmp(c->amqp_url, "amqps://", 8) == 0 && !c->amqp_tls_ca)
-        return fail(err, err_len, "amqp.tls_ca: required for amqps:// (the CA that signed the broker's certificate)");
+    static const char *const amqp_schemes[] = {"amqp://", "amqps://", NULL};
+    static const char *const mysql_schemes[] = {"mysql://", NULL};
+    if (validate_urls(c->amqp_urls, c->n_amqp_urls, "amqp.url", "SIDECAR_AMQP_URL", amqp_schemes,
+                      "an amqp:// or amqps:// URL", err, err_len) ||
+        validate_urls(c->mysql_urls, c->n_mysql_urls, "mysql.url", "SIDECAR_MYSQL_URL",
+                      mysql_schemes, "a mysql:// URL", err, err_len))
+        return -1;
+    free(c->amqp_url);
+    free(c->mysql_url);
+    c->amqp_url = strdup(c->amqp_urls[0]);
+    c->mysql_url = strdup(c->mysql_urls[0]);
+    if (!c->amqp_url || !c->mysql_url)
+        return fail(err, err_len, "out of memory");
+    for (size_t i = 0; i < c->n_amqp_urls; i++)
+        if (strncmp(c->amqp_urls[i], "amqps://", 8) == 0 && !c->amqp_tls_ca)
+            return fail(err, err_len, "amqp.tls_ca: required for amqps:// (the CA that signed the broker's certificate)");
     if (!c->amqp_tls_cert != !c->amqp_tls_key)
         return fail(err, err_len, "amqp.%s: tls_cert and tls_key go together", c->amqp_tls_cert ? "tls_key" : "tls_cert");
     if (!c->mysql_tls_cert != !c->mysql_tls_key)
         return fail(err, err_len, "mysql.%s: tls_cert and tls_key go together", c->mysql_tls_cert ? "tls_key" : "tls_cert");
     if (c->mysql_tls_cert && !c->mysql_tls_ca)
         return fail(err, err_len, "mysql.tls_ca: required with a client certificate (the server's certificate is always verified)");
+    if (c->relay.present) {
+        /* lease_owner is VARCHAR(128): a longer id is truncated in
+         * non-strict mode, the ownership check never matches, and every
+         * event is republished after every lease. */
+        if (c->relay.worker_id && strlen(c->relay.worker_id) > SC_WORKER_ID_MAX)
+            return fail(err, err_len, "relay.worker_id: longer than %d characters (outbox_event.lease_owner is VARCHAR(%d))",
+                        SC_WORKER_ID_MAX, SC_WORKER_ID_MAX);
+        /* A lease that can expire while its owner still waits for the
+         * confirm hands the row to a second relay every time. */
+        if (c->relay.lease_ms <= c->relay.confirm_timeout_ms)
+            return fail(err, err_len, "relay.lease_ms: %d must be greater than relay.confirm_timeout_ms (%d)",
+                        c->relay.lease_ms, c->relay.confirm_timeout_ms);
+    }
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
         for (size_t j = 0; j < i; j++)
@@ -425,8 +564,8 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
     if (parse_table(root, &top_table, (char *)out, "", err, err_len))
         goto out;
     if (use_env) {
-        if (apply_env_url(&out->amqp_url, "SIDECAR_AMQP_URL", err, err_len) ||
-            apply_env_url(&out->mysql_url, "SIDECAR_MYSQL_URL", err, err_len))
+        if (apply_env_urls(&out->amqp_urls, &out->n_amqp_urls, "SIDECAR_AMQP_URL", err, err_len) ||
+            apply_env_urls(&out->mysql_urls, &out->n_mysql_urls, "SIDECAR_MYSQL_URL", err, err_len))
             goto out;
         const char *lvl = getenv("SIDECAR_LOG_LEVEL");
         if (lvl && lvl[0]) {
@@ -445,6 +584,12 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
         goto out;
     if (!out->log_level && !(out->log_level = strdup("info")))
         goto out;
+    /* confirm_timeout_ms left out: 5 s, or half the lease when that is
+     * shorter (the lease must outlast the wait for a confirm). */
+    if (out->relay.present &&
+        !json_object_get(json_object_get(root, "relay"), "confirm_timeout_ms") &&
+        out->relay.lease_ms <= out->relay.confirm_timeout_ms)
+        out->relay.confirm_timeout_ms = out->relay.lease_ms / 2;
     if (!json_object_get(root, "purge")) {
         out->purge_horizon_s = 7 * 86400;
         out->purge_batch = 1000;
@@ -507,6 +652,8 @@ void sc_config_free(struct sc_config *c)
         return;
     free(c->amqp_url);
     free(c->mysql_url);
+    free_list(c->amqp_urls, c->n_amqp_urls);
+    free_list(c->mysql_urls, c->n_mysql_urls);
     free(c->amqp_tls_ca);
     free(c->amqp_tls_cert);
     free(c->amqp_tls_key);

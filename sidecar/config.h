@@ -37,13 +37,22 @@ struct sc_relay_config {
     int confirm_timeout_ms;
 };
 
+/* The longest relay.worker_id: outbox_event.lease_owner is VARCHAR(128). */
+#define SC_WORKER_ID_MAX 128
+
 struct sc_config {
+    /* amqp.url and mysql.url take one URL or an array (cluster nodes, tried
+     * in turn); *_urls hold every node, *_url is the first (for messages). */
     char *amqp_url;
+    char **amqp_urls;
+    size_t n_amqp_urls;
     int amqp_heartbeat_s;
     int amqp_connect_timeout_ms;
     char *amqp_tls_ca, *amqp_tls_cert, *amqp_tls_key;
     int amqp_tls_verify_hostname;
     char *mysql_url;
+    char **mysql_urls;
+    size_t n_mysql_urls;
     char *mysql_tls_ca, *mysql_tls_cert, *mysql_tls_key;
     int mysql_lock_wait_timeout_s;
     int mysql_connect_timeout_s;
@@ -61,7 +70,10 @@ struct sc_config {
 long long sc_config_retry_horizon_ms(const struct sc_consumer_config *k);
 
 /* Loads and validates FILE, then applies SIDECAR_AMQP_URL(_FILE),
- * SIDECAR_MYSQL_URL(_FILE) and SIDECAR_LOG_LEVEL. Returns 0, or -1 with a
+ * SIDECAR_MYSQL_URL(_FILE) and SIDECAR_LOG_LEVEL. The URL variables take a
+ * comma-separated list of URLs; a _FILE variable takes a comma-separated
+ * list of files, each holding one URL or several (separated by commas or
+ * newlines). Returns 0, or -1 with a
  * message naming the offending key (e.g. "consumers[0].prefetchh: unknown
  * key") in err. */
 int sc_config_load(const char *path, struct sc_config *out, char *err, size_t err_len);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+#include "metrics.h"
 #include "url.h"
 
 static void fill_err(struct sc_db_err *e, unsigned code, const char *state, const char *msg)
@@ -28,13 +30,14 @@ void sc_db_stmt_error(MYSQL_STMT *st, struct sc_db_err *e)
     fill_err(e, mysql_stmt_errno(st), mysql_stmt_sqlstate(st), mysql_stmt_error(st));
 }
 
-int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e)
+static int connect_one(struct sc_db *db, const struct sc_config *cfg, const char *url,
+                       struct sc_db_err *e)
 {
     struct sc_mysql_url u;
     char err[256];
     memset(db, 0, sizeof *db);
     memset(e, 0, sizeof *e);
-    if (sc_mysql_url_parse(cfg->mysql_url, &u, err, sizeof err)) {
+    if (sc_mysql_url_parse(url, &u, err, sizeof err)) {
         fill_err(e, 0, "HY000", err);
         e->cls = SC_DBERR_FAILURE;
         return -1;
@@ -99,6 +102,37 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     }
 
     return 0;
+}
+
+/* Where this thread's next connect starts: after the node it was last on. */
+static _Thread_local size_t next_node;
+
+int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e)
+{
+    char *const single[1] = {cfg->mysql_url};
+    char *const *urls = cfg->n_mysql_urls ? cfg->mysql_urls : single;
+    size_t n = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (next_node + k) % n;
+        char where[300];
+        sc_url_endpoint(urls[i], where, sizeof where);
+        if (connect_one(db, cfg, urls[i], e) == 0) {
+            next_node = i + 1;
+            db->node = (int)i;
+            sc_metrics_endpoint(NULL, "mysql", (int)i, where);
+            if (n > 1)
+                sc_info("mysql: connected to node %zu of %zu (%s), thread %lu", i, n, where,
+                        db->thread_id);
+            return 0;
+        }
+        if (e->code == 0 && e->cls == SC_DBERR_FAILURE)
+            return -1; /* a URL that cannot parse: no point in going on */
+        if (n > 1 && k + 1 < n)
+            sc_warn("mysql: node %zu (%s): error %u: %s; trying the next node", i, where, e->code,
+                    e->msg);
+        next_node = i + 1;
+    }
+    return -1;
 }
 
 MYSQL_STMT *sc_db_prepare(struct sc_db *db, const char *sql, struct sc_db_err *e)

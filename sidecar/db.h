@@ -24,10 +24,14 @@ struct sc_db {
     MYSQL_STMT *stmts[SC_DB_MAX_STMTS]; /* every prepared statement, closed with the connection */
     int n_stmts;
     unsigned long thread_id;
+    int node;                      /* index in cfg->mysql_urls of the server */
 };
 
 /* Connects (autocommit off, session time zone UTC, bounded lock waits, no
- * silent reconnect). Returns 0, or -1 with e filled. */
+ * silent reconnect). With several mysql.url nodes it tries each once, in
+ * turn, starting after the node this thread was last connected to (so a
+ * reconnect after a failure goes to the next node). Returns 0, or -1 with e
+ * filled (the last node's error). */
 int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e);
 
 /* Prepares sql on the connection; the statement lives until sc_db_close.

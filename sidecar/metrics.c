@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,59 @@ const int sc_batch_n = sizeof sc_batch_bounds / sizeof *sc_batch_bounds;
 static struct sc_consumer_metrics *consumers[MAX_REGISTERED];
 static atomic_int n_consumers;
 static struct sc_relay_metrics *relay;
+
+/* Which node each connection is on. Slots are keyed by (thread, server,
+ * name): a worker's database connection is named after the thread, whose
+ * name is the first AMQP connection name it opened (known by the time
+ * anyone scrapes). Written only on connect, so one mutex is enough. */
+#define MAX_ENDPOINTS 256
+struct endpoint_slot {
+    pthread_t thread;
+    char server[8];
+    char name[160];      /* "" for a database connection: the thread's name */
+    char endpoint[160];
+    int node;
+};
+static struct endpoint_slot endpoints[MAX_ENDPOINTS];
+static int n_endpoints;
+static struct {
+    pthread_t thread;
+    char name[160];
+} thread_names[MAX_ENDPOINTS];
+static int n_thread_names;
+static pthread_mutex_t endpoints_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sc_metrics_endpoint(const char *name, const char *server, int node, const char *endpoint)
+{
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&endpoints_lock);
+    if (name) {
+        int t = 0;
+        while (t < n_thread_names && !pthread_equal(thread_names[t].thread, self))
+            t++;
+        if (t == n_thread_names && t < MAX_ENDPOINTS) {
+            thread_names[t].thread = self;
+            snprintf(thread_names[t].name, sizeof thread_names[t].name, "%s", name);
+            n_thread_names++;
+        }
+    }
+    int i = 0;
+    while (i < n_endpoints &&
+           !(pthread_equal(endpoints[i].thread, self) && strcmp(endpoints[i].server, server) == 0 &&
+             strcmp(endpoints[i].name, name ? name : "") == 0))
+        i++;
+    if (i < MAX_ENDPOINTS) {
+        if (i == n_endpoints)
+            n_endpoints++;
+        struct endpoint_slot *e = &endpoints[i];
+        e->thread = self;
+        snprintf(e->server, sizeof e->server, "%s", server);
+        snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+        snprintf(e->endpoint, sizeof e->endpoint, "%s", endpoint);
+        e->node = node;
+    }
+    pthread_mutex_unlock(&endpoints_lock);
+}
 
 void sc_hist_init(struct sc_hist *h, const double *bounds, int n)
 {
@@ -220,6 +274,25 @@ char *sc_metrics_render(void)
                  "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));
     }
+    pthread_mutex_lock(&endpoints_lock);
+    if (n_endpoints > 0)
+        emit(&o, "# HELP sidecar_endpoint Which cluster node each connection was last opened to "
+                 "(node = index in the configured URL list).\n# TYPE sidecar_endpoint gauge\n");
+    for (int i = 0; i < n_endpoints; i++) {
+        const struct endpoint_slot *ep = &endpoints[i];
+        const char *worker = ep->name;
+        char fallback[32], ee[200];
+        if (!worker[0]) {
+            snprintf(fallback, sizeof fallback, "thread %d", i);
+            worker = fallback;
+            for (int t = 0; t < n_thread_names; t++)
+                if (pthread_equal(thread_names[t].thread, ep->thread))
+                    worker = thread_names[t].name;
+        }
+        emit(&o, "sidecar_endpoint{worker=\"%s\",server=\"%s\",node=\"%d\",endpoint=\"%s\"} 1\n",
+             esc(worker, e, sizeof e), ep->server, ep->node, esc(ep->endpoint, ee, sizeof ee));
+    }
+    pthread_mutex_unlock(&endpoints_lock);
     return o.p;
 }
 

@@ -52,6 +52,13 @@ void sc_metrics_register_relay(struct sc_relay_metrics *m);
 void sc_consumer_metrics_init(struct sc_consumer_metrics *m, const char *name, int workers);
 void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id);
 
+/* Records which cluster node a connection is on: server is "mysql" or
+ * "amqp", node the index in the configured URL list, endpoint its host:port.
+ * An AMQP connection is named by its connection name (which also names the
+ * calling thread); a database connection (name NULL) by its thread's name.
+ * Shown as sidecar_endpoint{worker,server,node,endpoint} 1. */
+void sc_metrics_endpoint(const char *name, const char *server, int node, const char *endpoint);
+
 /* Renders every registered metric. Returns a malloc'd string. */
 char *sc_metrics_render(void);
 

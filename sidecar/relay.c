@@ -10,6 +10,7 @@
 
 #include "amqp_conn.h"
 #include "db.h"
+#include "db_settings.h"
 #include "fault.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -468,6 +469,7 @@ static int connect_db(struct relay *r)
      * a claim. */
     if (sc_db_connect(&r->db, r->cfg, &e) ||
         sc_db_query(&r->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e) ||
+        sc_db_settings_check(&r->db, &e) ||
         prepare(r, &e)) {
         db_failed(r, "database", &e);
         sc_db_close(&r->db);

@@ -137,3 +137,18 @@ void sc_url_redact(const char *url, char *out, size_t out_len)
     }
     snprintf(out, out_len, "%.*s:***%s", (int)(colon - url), url, at);
 }
+
+void sc_url_endpoint(const char *url, char *out, size_t out_len)
+{
+    const char *scheme = strstr(url, "://");
+    const char *auth = scheme ? scheme + 3 : url;
+    const char *end = auth + strcspn(auth, "/?");
+    for (const char *q = auth; q < end; q++)
+        if (*q == '@')
+            auth = q + 1;
+    const char *sock = strstr(end, "socket=");
+    if (auth == end && sock)
+        snprintf(out, out_len, "%.*s", (int)strcspn(sock + 7, "&"), sock + 7);
+    else
+        snprintf(out, out_len, "%.*s", (int)(end - auth), auth);
+}

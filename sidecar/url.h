@@ -21,4 +21,9 @@ void sc_mysql_url_free(struct sc_mysql_url *u);
 /* Copies url into out with any password replaced by "***". */
 void sc_url_redact(const char *url, char *out, size_t out_len);
 
+/* Copies the host:port of a URL (no credentials, path or query) into out:
+ * "127.0.0.1:3306" from mysql://u:p@127.0.0.1:3306/app. A socket URL gives
+ * its socket path. */
+void sc_url_endpoint(const char *url, char *out, size_t out_len);
+
 #endif

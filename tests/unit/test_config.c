@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "sidecar/config.h"
+#include "sidecar/db_settings.h"
 #include "sidecar/url.h"
 #include "tap.h"
 
@@ -112,6 +113,115 @@ int main(void)
     unsetenv("SIDECAR_AMQP_URL_FILE");
     remove("sc_test_secret_url");
 
+    /* Several endpoints: one URL or an array; the env takes a comma list. */
+    ok(parse("{\"amqp\":{\"url\":[\"amqp://a:1/%2f\",\"amqp://b:2/%2f\",\"amqp://c:3/%2f\"]},"
+             "\"mysql\":{\"url\":[\"mysql://u:p@m1:1/app\",\"mysql://u:p@m2:2/app\"]}}", &c, err, 0) == 0,
+       "URL arrays parse (%s)", err);
+    is_int(c.n_amqp_urls, 3, "three amqp nodes");
+    is_str(c.amqp_urls[2], "amqp://c:3/%2f", "third amqp node");
+    is_str(c.amqp_url, "amqp://a:1/%2f", "amqp_url is the first node");
+    is_int(c.n_mysql_urls, 2, "two mysql nodes");
+    is_str(c.mysql_urls[1], "mysql://u:p@m2:2/app", "second mysql node");
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL "}", &c, err, 0) == 0 && c.n_amqp_urls == 1 &&
+       c.n_mysql_urls == 1 && strcmp(c.mysql_urls[0], c.mysql_url) == 0, "a single URL is a list of one");
+    sc_config_free(&c);
+    refused("{\"amqp\":{\"url\":[\"amqp://a\",\"http://b\"]}," BASE_MYSQL "}", "amqp.url[1]: expected an amqp://",
+            "the bad node of a list is named by index");
+    refused("{\"amqp\":{\"url\":[]}," BASE_MYSQL "}", "amqp.url: expected at least one", "empty URL list");
+    refused("{\"amqp\":{\"url\":[\"amqp://a\",3]}," BASE_MYSQL "}", "amqp.url[1]: expected a non-empty string",
+            "a non-string node");
+    refused("{" BASE_AMQP ",\"mysql\":{\"url\":[\"mysql://a/x\",\"mysql://a/x\"]}}", "mysql.url[1]: the same URL as mysql.url[0]",
+            "a node listed twice");
+    refused("{\"amqp\":{\"url\":[\"amqp://a\",\"amqps://b\"]}," BASE_MYSQL "}", "amqp.tls_ca: required for amqps://",
+            "TLS per URL: one amqps:// node needs tls_ca");
+    ok(parse("{\"amqp\":{\"url\":[\"amqp://a\",\"amqps://b\"],\"tls_ca\":\"ca.pem\"}," BASE_MYSQL "}", &c, err, 0) == 0,
+       "amqp:// and amqps:// nodes mixed, with tls_ca (%s)", err);
+    sc_config_free(&c);
+    setenv("SIDECAR_MYSQL_URL", " mysql://e:p@n1:1/x, mysql://e:p@n2:2/x,mysql://e:p@n3:3/x ", 1);
+    setenv("SIDECAR_AMQP_URL", "amqp://g:g@r1:1/%2f,amqp://g:g@r2:2/%2f", 1);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL "}", &c, err, 1) == 0, "comma lists from the environment (%s)", err);
+    is_int(c.n_mysql_urls, 3, "SIDECAR_MYSQL_URL: three nodes");
+    is_str(c.mysql_urls[0], "mysql://e:p@n1:1/x", "blanks around a node dropped");
+    is_str(c.mysql_urls[2], "mysql://e:p@n3:3/x", "last node");
+    is_int(c.n_amqp_urls, 2, "SIDECAR_AMQP_URL: two nodes");
+    is_str(c.amqp_url, "amqp://g:g@r1:1/%2f", "amqp_url follows the env list");
+    sc_config_free(&c);
+    setenv("SIDECAR_AMQP_URL", "amqp://g:g@r1:1/%2f,ftp://x", 1);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL "}", &c, err, 1) != 0 && strstr(err, "amqp.url[1]"),
+       "a bad node from the env is named (%s)", err);
+    unsetenv("SIDECAR_AMQP_URL");
+    unsetenv("SIDECAR_MYSQL_URL");
+    fp = fopen("sc_test_node_a", "w");
+    fputs("mysql://a:secret-a@n1:1/x\n", fp);
+    fclose(fp);
+    fp = fopen("sc_test_node_b", "w");
+    fputs("mysql://b:secret-b@n2:2/x\nmysql://b:secret-b@n3:3/x\n", fp);
+    fclose(fp);
+    setenv("SIDECAR_MYSQL_URL_FILE", "sc_test_node_a,sc_test_node_b", 1);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL "}", &c, err, 1) == 0, "one secret file per node (%s)", err);
+    is_int(c.n_mysql_urls, 3, "three nodes from two files");
+    is_str(c.mysql_urls[0], "mysql://a:secret-a@n1:1/x", "first file's node");
+    is_str(c.mysql_urls[2], "mysql://b:secret-b@n3:3/x", "second file's second line");
+    sc_config_free(&c);
+    setenv("SIDECAR_MYSQL_URL_FILE", "sc_test_node_a,/nonexistent/node", 1);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL "}", &c, err, 1) != 0 && strstr(err, "/nonexistent/node"),
+       "the unreadable one of several files is named (%s)", err);
+    unsetenv("SIDECAR_MYSQL_URL_FILE");
+    remove("sc_test_node_a");
+    remove("sc_test_node_b");
+
+    /* Relay settings that cannot work (issue 10 item 10). */
+    char longid[200];
+    memset(longid, 'w', 129);
+    longid[129] = 0;
+    char text[600];
+    snprintf(text, sizeof text, "{%s,%s,\"relay\":{\"exchange\":\"o\",\"worker_id\":\"%s\"}}", BASE_AMQP, BASE_MYSQL, longid);
+    refused(text, "relay.worker_id: longer than 128", "worker_id longer than lease_owner is refused");
+    longid[128] = 0;
+    snprintf(text, sizeof text, "{%s,%s,\"relay\":{\"exchange\":\"o\",\"worker_id\":\"%s\"}}", BASE_AMQP, BASE_MYSQL, longid);
+    ok(parse(text, &c, err, 0) == 0, "worker_id of exactly 128 accepted (%s)", err);
+    sc_config_free(&c);
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":5000,\"confirm_timeout_ms\":5000}}",
+            "relay.lease_ms: 5000 must be greater than relay.confirm_timeout_ms", "lease_ms equal to confirm_timeout_ms refused");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":1000,\"confirm_timeout_ms\":4000}}",
+            "relay.lease_ms", "lease_ms below confirm_timeout_ms refused");
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":1000}}", &c, err, 0) == 0,
+       "a short lease alone is accepted (%s)", err);
+    is_int(c.relay.confirm_timeout_ms, 500, "confirm_timeout_ms left out: half the short lease");
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\"}}", &c, err, 0) == 0 &&
+       c.relay.confirm_timeout_ms == 5000, "default lease keeps the 5 s confirm timeout");
+    sc_config_free(&c);
+
+    /* Server settings the relay depends on. */
+    struct sc_db_settings st;
+    char why[400];
+    memset(&st, 0, sizeof st);
+    strcpy(st.binlog_format, "STATEMENT");
+    st.log_bin = 1;
+    strcpy(st.isolation, "REPEATABLE-READ");
+    ok(sc_db_settings_unsafe(&st, why, sizeof why) != 0 && strstr(why, "binlog_format=STATEMENT"),
+       "statement-based binlog refused (%s)", why);
+    st.log_bin = 0;
+    ok(sc_db_settings_unsafe(&st, why, sizeof why) == 0, "STATEMENT without a binary log is harmless");
+    strcpy(st.binlog_format, "MIXED");
+    st.wsrep_on = 1;
+    strcpy(st.cluster_status, "Primary");
+    st.cluster_size = 3;
+    ok(sc_db_settings_unsafe(&st, why, sizeof why) != 0 && strstr(why, "binlog_format=MIXED with wsrep_on=ON"),
+       "Galera without ROW refused (%s)", why);
+    strcpy(st.binlog_format, "ROW");
+    ok(sc_db_settings_unsafe(&st, why, sizeof why) == 0, "Galera with ROW in the primary component is safe");
+    strcpy(st.cluster_status, "non-Primary");
+    ok(sc_db_settings_unsafe(&st, why, sizeof why) != 0 && strstr(why, "non-Primary"), "a non-primary node refused");
+    st.cluster_size = 1;
+    strcpy(st.cluster_status, "Primary");
+    sc_db_settings_caution(&st, why, sizeof why);
+    ok(strstr(why, "wsrep_cluster_size=1") != NULL, "one-node cluster cautioned (%s)", why);
+    sc_db_settings_describe(&st, why, sizeof why);
+    ok(strstr(why, "binlog_format=ROW") && strstr(why, "wsrep_cluster_size=1"), "settings described (%s)", why);
+
     /* mysql:// URLs and redaction. */
     struct sc_mysql_url u;
     ok(sc_mysql_url_parse("mysql://us%40er:p%3Ass@db.local:3307/app", &u, err, sizeof err) == 0, "mysql url parses");
@@ -132,5 +242,11 @@ int main(void)
     is_str(red, "amqp://guest:***@127.0.0.1:5672/%2f", "password redacted");
     sc_url_redact("mysql://u@h/app", red, sizeof red);
     is_str(red, "mysql://u@h/app", "URL without password unchanged");
+    sc_url_endpoint("mysql://u:p%40x@db.local:3307/app?socket=/s", red, sizeof red);
+    is_str(red, "db.local:3307", "endpoint without credentials");
+    sc_url_endpoint("amqps://g:g@127.0.0.1:5671/%2f", red, sizeof red);
+    is_str(red, "127.0.0.1:5671", "amqp endpoint");
+    sc_url_endpoint("mysql://u@/app?socket=/run/my.sock", red, sizeof red);
+    is_str(red, "/run/my.sock", "socket endpoint");
     return done();
 }
