@@ -88,21 +88,16 @@ compose_base_image() {
 # The stand-ins for mysql:8.4 and rabbitmq:3.13-management, and the project
 # image with its handler-sdk target.
 compose_images() {
-    local t0 pm pr rc=0
+    local t0
     t0=$(date +%s)
-    # the stand-ins build beside the project image (mostly apt downloads)
+    # one at a time: side by side they compete for the disk and take longer
     docker build -q -t sidecar-standin-mysql:8.4 "$root/tests/compose/standin/mysql" \
-        >"$logs/build-mysql.log" 2>&1 &
-    pm=$!
+        >"$logs/build-mysql.log" 2>&1 || { cat "$logs/build-mysql.log" >&2; return 1; }
     docker build -q -t sidecar-standin-rabbitmq:3.13-management "$root/tests/compose/standin/rabbitmq" \
-        >"$logs/build-rabbitmq.log" 2>&1 &
-    pr=$!
+        >"$logs/build-rabbitmq.log" 2>&1 || { cat "$logs/build-rabbitmq.log" >&2; return 1; }
     docker build -t sidecar:latest "$root" >"$logs/build-sidecar.log" 2>&1 \
-        && docker build --target handler-sdk -t sidecar-handler-sdk:latest "$root" \
-               >"$logs/build-sdk.log" 2>&1 \
-        || { tail -30 "$logs/build-sidecar.log" "$logs/build-sdk.log" >&2; rc=1; }
-    wait "$pm" || { cat "$logs/build-mysql.log" >&2; rc=1; }
-    wait "$pr" || { cat "$logs/build-rabbitmq.log" >&2; rc=1; }
-    [ "$rc" -eq 0 ] && log "images ready ($(( $(date +%s) - t0 )) s)"
-    return "$rc"
+        || { tail -30 "$logs/build-sidecar.log" >&2; return 1; }
+    docker build --target handler-sdk -t sidecar-handler-sdk:latest "$root" \
+        >"$logs/build-sdk.log" 2>&1 || { tail -30 "$logs/build-sdk.log" >&2; return 1; }
+    log "images ready ($(( $(date +%s) - t0 )) s)"
 }
