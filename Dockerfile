@@ -1,5 +1,9 @@
-# Multi-stage build on Debian: a build stage with the toolchain, a small
-# runtime stage with only the shared libraries, run as a non-root user.
+# Multi-stage build on Debian:
+#   build        the toolchain; builds and installs the sidecar into /opt/sidecar
+#   handler-sdk  (docker build --target handler-sdk) builds a handler .so against
+#                the installed header and exactly the client library of the
+#                runtime stage (same Debian release, same apt run)
+#   runtime      the default target: only the shared libraries, non-root user
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential meson ninja-build pkg-config \
@@ -15,14 +19,27 @@ COPY tests tests
 RUN meson setup /build --buildtype=release -Dfault_points=false -Dtests=false --prefix=/opt/sidecar -Dlibdir=lib \
  && ninja -C /build install
 
-FROM debian:bookworm-slim
+# docker run --rm -v "$PWD/my_handler:/src:ro" -v "$PWD/out:/out" sidecar-handler-sdk
+# configures /src (a copy of handlers/template) out of tree and leaves the .so in /out.
+FROM build AS handler-sdk
+ENV PKG_CONFIG_PATH=/opt/sidecar/lib/pkgconfig
+WORKDIR /src
+CMD ["sh", "-ec", "meson setup --buildtype=release /tmp/build /src && ninja -C /tmp/build && cp /tmp/build/*.so /out/ && ls -l /out"]
+
+FROM debian:bookworm-slim AS runtime
+# uid and gid 10001, given explicitly (no --system: that range is 100-999).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmariadb3 librabbitmq4 libjansson4 libuuid1 \
       libmicrohttpd12 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin sidecar
+ && groupadd --gid 10001 sidecar \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin sidecar \
+ && mkdir -p /opt/sidecar/handlers.d
 COPY --from=build /opt/sidecar/bin/ /opt/sidecar/bin/
-# The sample handler; /opt/sidecar/handlers is a volume: drop more .so files in.
+# Handlers that come with the image (root-owned, part of the image: a rebuilt
+# image brings its own). Drop-in handlers go to /opt/sidecar/handlers.d, a
+# read-only bind mount (see docs/deploy.md), or into a derived image.
 COPY --from=build /opt/sidecar/lib/sidecar/handlers/ /opt/sidecar/handlers/
 COPY sql /opt/sidecar/sql
 ENV PATH=/opt/sidecar/bin:$PATH

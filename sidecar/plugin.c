@@ -2,27 +2,37 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_json, char *err,
-                   size_t err_len)
+/* Who can change a handler: its owner (chmod, then write) and anyone who may
+ * write the file. Someone who may write its directory can only put a file of
+ * their own there, which the owner check refuses; and the checks run on the
+ * opened file, which is the one dlopen loads. A read-only mount stops
+ * everyone but root (remounting takes root), whoever owns the file: so a
+ * file owned by another uid is trusted only when it and its directory sit on
+ * read-only mounts (a `:ro` bind mount into a container), and then trust
+ * rests with whoever may write the mounted folder outside. */
+static int on_read_only_mount(int fd)
 {
-    char local[4096];
-    memset(p, 0, sizeof *p);
-    /* Without a slash dlopen searches the library path; a handler is always
-     * a file named by the config. */
-    if (!strchr(path, '/')) {
-        snprintf(local, sizeof local, "./%s", path);
-        path = local;
-    }
-    /* Loading a file means running its code as this process: refuse one
-     * that someone else could have written. */
+    struct statvfs vfs;
+    return fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+}
+
+static int trusted_uid(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+static int check_file(const char *path, int fd, char *err, size_t err_len)
+{
     struct stat st;
-    if (stat(path, &st) != 0) {
+    if (fstat(fd, &st) != 0) {
         snprintf(err, err_len, "handler %s: cannot load: %s", path, strerror(errno));
         return -1;
     }
@@ -37,13 +47,59 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
                  path, (st.st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st.st_mode & 0777));
         return -1;
     }
-    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    if (trusted_uid(st.st_uid))
+        return 0;
+    char dir[4096]; /* path always has a slash (sc_plugin_load) */
+    const char *slash = strrchr(path, '/');
+    size_t dlen = slash == path ? 1 : (size_t)(slash - path);
+    if (dlen >= sizeof dir) {
+        snprintf(err, err_len, "handler %s: cannot load: path too long", path);
+        return -1;
+    }
+    memcpy(dir, path, dlen);
+    dir[dlen] = '\0';
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int read_only = on_read_only_mount(fd) && dfd >= 0 && on_read_only_mount(dfd);
+    if (dfd >= 0)
+        close(dfd);
+    if (!read_only) {
         snprintf(err, err_len,
-                 "handler %s: refused: owned by uid %u; expected root or the running user (uid %u)",
+                 "handler %s: refused: owned by uid %u; expected root or the running user (uid "
+                 "%u), or the file and its directory on a read-only mount",
                  path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    return 0;
+}
+
+int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_json, char *err,
+                   size_t err_len)
+{
+    char local[4096];
+    memset(p, 0, sizeof *p);
+    /* Without a slash dlopen searches the library path; a handler is always
+     * a file named by the config. */
+    if (!strchr(path, '/')) {
+        snprintf(local, sizeof local, "./%s", path);
+        path = local;
+    }
+    /* Loading a file means running its code as this process: refuse one
+     * that someone else could have written. The checks run on the opened
+     * file and dlopen loads that same file (through /proc/self/fd), so it
+     * cannot be swapped in between. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_len, "handler %s: cannot load: %s", path, strerror(errno));
+        return -1;
+    }
+    if (check_file(path, fd, err, err_len)) {
+        close(fd);
+        return -1;
+    }
+    char fd_path[64];
+    snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
+    void *dl = dlopen(access(fd_path, F_OK) == 0 ? fd_path : path, RTLD_NOW | RTLD_LOCAL);
+    close(fd);
     if (!dl) {
         snprintf(err, err_len, "handler %s: cannot load: %s", path, dlerror());
         return -1;

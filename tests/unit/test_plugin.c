@@ -18,8 +18,94 @@ static void refused(const char *dir, const char *file, const char *want, const c
         sc_plugin_unload(&p);
 }
 
+/* test_plugin --load PATH: one load in this process, for the read-only
+ * mount cases run inside a private mount namespace. */
+static int load_only(const char *path)
+{
+    struct sc_plugin p;
+    char err[1024] = "";
+    if (sc_plugin_load(&p, path, "{}", err, sizeof err) != 0) {
+        printf("refused: %s\n", err);
+        return 1;
+    }
+    printf("loaded: %s\n", p.h->name);
+    sc_plugin_unload(&p);
+    return 0;
+}
+
+/* Runs script under `unshare --mount` (a private mount namespace, so the
+ * host's mounts are untouched) and returns its output in out. */
+static int in_mount_namespace(const char *script, char *out, size_t out_len)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "unshare --mount --propagation private sh -ec '%s' 2>&1", script);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, out_len - 1, f);
+    while (n > 0 && out[n - 1] == '\n')
+        n--;
+    out[n] = '\0';
+    return pclose(f);
+}
+
+/* A handler owned by another uid loads only from a read-only mount (file
+ * and directory); the same file on a writable mount, or group-writable on
+ * the read-only one, is refused. */
+static void read_only_mounts(const char *self, const char *sample, const char *dir)
+{
+    if (geteuid() != 0 || system("unshare --mount true 2>/dev/null") != 0) {
+        for (int i = 0; i < 4; i++)
+            printf("ok %d - # SKIP needs root and unshare --mount\n", ++tap_n);
+        return;
+    }
+    char script[3072], out[2048];
+    /* rw tmpfs, handler owned by uid 1000 (a host user's build) */
+    snprintf(script, sizeof script,
+             "m=%s/mnt; mkdir -p $m; mount -t tmpfs -o mode=755 none $m; "
+             "cp %s $m/h.so; chown 1000:1000 $m/h.so; chmod 755 $m/h.so; %s --load $m/h.so",
+             dir, sample, self);
+    int rc = in_mount_namespace(script, out, sizeof out);
+    ok(rc != 0 && strstr(out, "refused: owned by uid 1000") &&
+           strstr(out, "or the file and its directory on a read-only mount"),
+       "uid 1000's handler on a writable mount is refused (%s)", out);
+    /* the same, remounted read-only */
+    snprintf(script, sizeof script,
+             "m=%s/mnt; mkdir -p $m; mount -t tmpfs -o mode=755 none $m; "
+             "cp %s $m/h.so; chown 1000:1000 $m/h.so; chmod 755 $m/h.so; "
+             "mount -o remount,ro $m; %s --load $m/h.so",
+             dir, sample, self);
+    rc = in_mount_namespace(script, out, sizeof out);
+    ok(rc == 0 && strstr(out, "loaded: notification_job"),
+       "uid 1000's handler on a read-only mount loads (%s)", out);
+    /* read-only file system, but the directory holding it is writable: a
+     * single file bind-mounted read-only into a writable directory */
+    snprintf(script, sizeof script,
+             "m=%s/mnt; mkdir -p $m; mount -t tmpfs -o mode=755 none $m; "
+             "cp %s $m/src.so; chown 1000:1000 $m/src.so; chmod 755 $m/src.so; "
+             "mkdir $m/d; touch $m/d/h.so; mount --bind $m/src.so $m/d/h.so; "
+             "mount -o remount,bind,ro $m/d/h.so; %s --load $m/d/h.so",
+             dir, sample, self);
+    rc = in_mount_namespace(script, out, sizeof out);
+    ok(rc != 0 && strstr(out, "refused: owned by uid 1000"),
+       "a read-only file in a writable directory is refused when another uid owns it (%s)", out);
+    /* read-only, but group-writable: still refused */
+    snprintf(script, sizeof script,
+             "m=%s/mnt; mkdir -p $m; mount -t tmpfs -o mode=755 none $m; "
+             "cp %s $m/h.so; chown 1000:1000 $m/h.so; chmod 775 $m/h.so; "
+             "mount -o remount,ro $m; %s --load $m/h.so",
+             dir, sample, self);
+    rc = in_mount_namespace(script, out, sizeof out);
+    ok(rc != 0 && strstr(out, "refused: the file is group-writable (mode 775)"),
+       "a group-writable handler is refused on a read-only mount too (%s)", out);
+    snprintf(script, sizeof script, "%s/mnt", dir);
+    rmdir(script);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--load") == 0)
+        return load_only(argv[2]);
     if (argc < 3) {
         printf("Bail out! usage: test_plugin BAD_HANDLER_DIR SAMPLE_HANDLER\n");
         return 1;
@@ -57,6 +143,11 @@ int main(int argc, char **argv)
         refused(dir, "writable_handler.so", "refused: owned by uid 4242", "owned by someone else");
     }
     remove(copy);
+
+    char self[1024];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    read_only_mounts(self, src, dir);
 
     struct sc_plugin p;
     char err[1024] = "", path[1024];
