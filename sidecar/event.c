@@ -59,7 +59,9 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
 {
     json_error_t je;
     memset(out, 0, sizeof *out);
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* NUL may appear inside string values (stored verbatim); attributes are
+     * checked for it below. */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
         snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);
         return -1;
