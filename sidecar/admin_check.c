@@ -9,6 +9,7 @@
 #include "amqp_conn.h"
 #include "db.h"
 #include "plugin.h"
+#include "try.h"
 
 int sc_check_run(const struct sc_config *cfg)
 {
@@ -34,6 +35,19 @@ int sc_check_run(const struct sc_config *cfg)
         rc = 1;
     } else {
         printf("mysql: connected (server %s)\n", mysql_get_server_info(db.conn));
+        /* Handlers that can check themselves against the schema (sql.so:
+         * every statement prepares) do it now. */
+        for (size_t i = 0; i < cfg->n_consumers; i++) {
+            char err[1024];
+            int had;
+            if (sc_try_check_handler(&ps[i], db.conn, &had, err, sizeof err)) {
+                fprintf(stderr, "sidecar: consumers[%zu].handler_config: %s\n", i, err);
+                rc = 2;
+            } else if (had) {
+                printf("handler: consumer %s: checked against the database\n",
+                       cfg->consumers[i].name);
+            }
+        }
         sc_db_close(&db);
     }
     for (size_t i = 0; i < cfg->n_consumers; i++) {
