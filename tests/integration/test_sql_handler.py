@@ -25,6 +25,15 @@ RM = json.load(open(os.path.join(EXAMPLE, "sidecar.json")))["consumers"][0]
 RM_CONFIG = RM["handler_config"]
 
 
+def apply_sql_file(path):
+    """Runs a .sql file as root: comment lines dropped, split on ';'."""
+    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
+    with admin_db() as conn, conn.cursor() as cur:
+        for stmt in text.split(";"):
+            if stmt.strip():
+                cur.execute(stmt)
+
+
 def publish_bodies(exchange, bodies):
     """bodies: [(event_id, type, body)], published with confirms."""
     conn = amqp()
@@ -101,12 +110,9 @@ ok("subject:int" in s["dlq"].get(bad_subject, "") and "not an integer" in s["dlq
 
 # ---- 2. the read model converges; hostile strings verbatim ----------------
 
-with admin_db() as conn, conn.cursor() as cur:
-    cur.execute("DROP TABLE IF EXISTS customer_view")
-    for f in ("schema.sql", "grants.sql"):
-        for stmt in open(os.path.join(EXAMPLE, f)).read().split(";"):
-            if stmt.strip() and not all(l.strip().startswith("--") for l in stmt.strip().splitlines()):
-                cur.execute(stmt)
+query("DROP TABLE IF EXISTS customer_view")
+for fname in ("schema.sql", "grants.sql"):
+    apply_sql_file(os.path.join(EXAMPLE, fname))
 
 HOSTILE = ["O'Brien", "x'); DROP TABLE customer_view; --", "\"; DELETE FROM consumed_event; #",
            "nul\x00inside", "4-byte \U0001F600 \U0001D11E", "back\\slash \\' \\\"", "%s %d {}", "?",
@@ -168,6 +174,22 @@ publish_bodies(rm.exchange, evs[2:])
 wait_until(lambda: consumed(rm.name, [e[0] for e in evs]) == 4, timeout=30)
 is_eq(query("SELECT name, version FROM customer_view WHERE customer_id=%s", (cid,)), (("n4", 4),),
       "a newer one moves it forward")
+# Kill the workers' connections: the statements must be prepared again on
+# the new ones (stale ones would fail every later event).
+kills = 0
+for (tid,) in query("SELECT id FROM information_schema.processlist WHERE user = 'sidecar_consumer'"):
+    try:
+        query(f"KILL CONNECTION {int(tid)}")
+        kills += 1
+    except Exception:
+        pass
+ok(kills >= 2, f"killed both workers' database connections ({kills})")
+after = [change(cid0 + 70 + i, 1, f"after kill {i}") for i in range(20)]
+publish_bodies(rm.exchange, after)
+wait_until(lambda: consumed(rm.name, [e[0] for e in after]) == len(after), timeout=60)
+is_eq(count_in("customer_view", "customer_id", [cid0 + 70 + i for i in range(20)]), len(after),
+      "events after the reconnect are applied (statements prepared again)")
+is_eq(queue_depth(rm.dlq), 0, "and none was dead-lettered")
 is_eq(rm.stop(), 0, "read model: clean stop")
 
 # ---- 3. transient and permanent errors -------------------------------------
@@ -231,9 +253,9 @@ bad["events"]["ORDER_ACCEPTED"][0]["params"].pop()
 rc, out = check_with(bad)
 ok(rc == 2 and "the sql has 3 placeholders, params has 2" in out, f"placeholder count refused (rc {rc})", detail=out)
 bad = copy.deepcopy(NJ_CONFIG)
-bad["events"]["ORDER_ACCEPTED"].append({"sql": "INSERT INTO no_such_table (a) VALUES (?)", "params": ["id"]})
+bad["events"]["ORDER_ACCEPTED"].append({"sql": "INSERT INTO notification_job (no_such_column) VALUES (?)", "params": ["id"]})
 rc, out = check_with(bad)
-ok(rc == 2 and "events.ORDER_ACCEPTED[1]: does not prepare: error 1146" in out,
+ok(rc == 2 and "events.ORDER_ACCEPTED[1]: does not prepare: error 1054" in out,
    f"a statement that does not fit the schema is refused naming the key (rc {rc})", detail=out)
 bad = copy.deepcopy(NJ_CONFIG)
 bad["events"]["ORDER_ACCEPTED"].append({"sql": "UPDATE notification_job SET status = ? WHERE event_id = ?",

@@ -16,6 +16,15 @@ if not SQL_HANDLER or not os.path.exists(SQL_HANDLER):
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "read-model")
 NJ_CONFIG = json.load(open(os.path.join(EXAMPLE, "notification_job.handler.json")))
 RM_CONFIG = json.load(open(os.path.join(EXAMPLE, "sidecar.json")))["consumers"][0]["handler_config"]
+
+
+def apply_sql_file(path):
+    """Runs a .sql file as root: comment lines dropped, split on ';'."""
+    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
+    with admin_db() as conn, conn.cursor() as cur:
+        for stmt in text.split(";"):
+            if stmt.strip():
+                cur.execute(stmt)
 DIR = tempfile.mkdtemp(prefix="sc-try-")
 # Nothing listens here: try must never need the broker.
 DEAD_AMQP = "amqp://guest:guest@127.0.0.1:1/%2f"
@@ -112,19 +121,16 @@ is_eq(query("SELECT status FROM notification_job WHERE event_id=%s", (existing,)
 
 # a statement that does not fit the schema
 bad = copy.deepcopy(NJ_CONFIG)
-bad["events"]["OTHER"] = [{"sql": "INSERT INTO no_such_table (a) VALUES (?)", "params": ["id"]}]
+bad["events"]["OTHER"] = [{"sql": "INSERT INTO notification_job (no_such_column) VALUES (?)", "params": ["id"]}]
 rc, out = try_(config(SQL_HANDLER, bad), [f])
-ok(rc == 1 and "handler check: FAILED: events.OTHER[0]: does not prepare: error 1146 (SQLSTATE 42S02)" in out,
+ok(rc == 1 and "handler check: FAILED: events.OTHER[0]: does not prepare: error 1054 (SQLSTATE 42S22)" in out,
    "a statement that does not prepare fails try, naming the key", detail=out)
 ok("outcome: reject: events.OTHER[0]: does not prepare" in out,
    "and the event is refused by the handler too (every statement prepares at a connection's first event)", detail=out)
 
 # the read model: a newer version, then an older one (no change)
-with admin_db() as conn, conn.cursor() as cur:
-    for fname in ("schema.sql", "grants.sql"):
-        for stmt in open(os.path.join(EXAMPLE, fname)).read().split(";"):
-            if stmt.strip() and not all(l.strip().startswith("--") for l in stmt.strip().splitlines()):
-                cur.execute(stmt)
+for fname in ("schema.sql", "grants.sql"):
+    apply_sql_file(os.path.join(EXAMPLE, fname))
 v2 = os.path.join(EXAMPLE, "events", "customer-7-v2.json")
 v1 = os.path.join(EXAMPLE, "events", "customer-7-v1.json")
 query("DELETE FROM customer_view WHERE customer_id = 7")
