@@ -106,7 +106,8 @@ static void db_reason(char *out, size_t len, const char *what, const struct sc_d
  * outcome with its reason; *txn_gone when the whole transaction ended
  * (deadlock, lost connection, a handler that committed). */
 static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const char *consumer,
-                              const struct sc_event *ev, char *why, size_t why_len, int *txn_gone)
+                              const struct sc_event *ev, int traced, char *why, size_t why_len,
+                              int *txn_gone)
 {
     struct sc_db_err e = {0};
     *txn_gone = 0;
@@ -136,8 +137,13 @@ static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const
         return O_REJECT;
     }
     if (st == SC_HANDLER_OK) {
-        printf("  handler %s: OK; last statement: %llu rows affected, %u warnings\n", p->h->name,
-               (unsigned long long)mysql_affected_rows(db->conn), mysql_warning_count(db->conn));
+        /* A handler without a trace: what the connection says of its last
+         * statement is all there is to show. */
+        unsigned long long rows = (unsigned long long)mysql_affected_rows(db->conn);
+        if (!traced)
+            printf("  handler %s: OK; last statement: %llu row%s affected, %u warning%s\n",
+                   p->h->name, rows, rows == 1 ? "" : "s", mysql_warning_count(db->conn),
+                   mysql_warning_count(db->conn) == 1 ? "" : "s");
         return O_APPLIED;
     }
     char dberr[160] = "";
@@ -226,7 +232,7 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
         } else {
             int gone = 0;
             printf("  id %s, type %s\n", pe.ev.id, pe.ev.type);
-            o = try_event(&db, &p, k->name, &pe.ev, why, sizeof why, &gone);
+            o = try_event(&db, &p, k->name, &pe.ev, set_trace != NULL, why, sizeof why, &gone);
             if (o != O_APPLIED && !gone && sc_db_query(&db, "ROLLBACK TO SAVEPOINT sc_try", &e))
                 gone = 1;
             if (gone) {

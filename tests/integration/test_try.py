@@ -65,7 +65,7 @@ is_eq(rc, 0, "C handler: an event that applies exits 0")
 ok("outcome: applied" in out, "reported as applied", detail=out)
 ok(re.search(r"claim: INSERT consumed_event \(try-consumer, " + eid + r"\): 1 row affected", out),
    "the claim is reported", detail=out)
-ok("handler notification_job: OK; last statement: 1 rows affected, 0 warnings" in out,
+ok("handler notification_job: OK; last statement: 1 row affected, 0 warnings" in out,
    "a C handler's last statement: rows affected and warnings", detail=out)
 is_eq(persisted(eid), (0, 0), "nothing persists: no claim, no notification_job row")
 
