@@ -11,6 +11,7 @@
 #include "db.h"
 #include "db_settings.h"
 #include "plugin.h"
+#include "try.h"
 #include "url.h"
 
 /* Checks one database node: connects, prints what it runs with. Returns 0,
@@ -93,13 +94,31 @@ int sc_check_run(const struct sc_config *cfg)
             return 2;
         }
     }
-    int rc = 0;
+    int rc = 0, bad_config = 0;
     size_t n_mysql = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
     size_t n_amqp = cfg->n_amqp_urls ? cfg->n_amqp_urls : 1;
     for (size_t i = 0; i < n_mysql; i++)
         rc |= check_mysql_node(cfg, i);
     for (size_t i = 0; n_amqp > 1 && i < n_amqp; i++)
         rc |= check_amqp_node(cfg, i);
+    /* Handlers that can check themselves against the schema (sql.so: every
+     * statement prepares) do it now, on the first node. */
+    struct sc_db db;
+    struct sc_db_err e = {0};
+    if (sc_db_connect(&db, cfg, &e) == 0) {
+        for (size_t i = 0; i < cfg->n_consumers; i++) {
+            char err[1024];
+            int had;
+            if (sc_try_check_handler(&ps[i], db.conn, &had, err, sizeof err)) {
+                fprintf(stderr, "sidecar: consumers[%zu].handler_config: %s\n", i, err);
+                bad_config = 1;
+            } else if (had) {
+                printf("handler: consumer %s: checked against the database\n",
+                       cfg->consumers[i].name);
+            }
+        }
+        sc_db_close(&db);
+    }
     for (size_t i = 0; i < cfg->n_consumers; i++) {
         struct sc_amqp a;
         char err[512];
@@ -130,5 +149,5 @@ int sc_check_run(const struct sc_config *cfg)
     for (size_t i = 0; i < cfg->n_consumers; i++)
         sc_plugin_unload(&ps[i]);
     free(ps);
-    return rc;
+    return bad_config ? 2 : rc;
 }

@@ -99,7 +99,8 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
 {
     json_error_t je;
     memset(out, 0, sizeof *out);
-    /* `data` is taken as written; the rest goes through the parser. */
+    /* `data` is taken as written; the rest goes through the parser (NUL may
+     * appear inside string values; attributes are checked for it below). */
     size_t d0 = 0, d1 = 0, plen = len;
     int has_data = sc_json_member_span(body, len, "data", &d0, &d1) == 1;
     char *patched = has_data ? without_span(body, len, d0, d1, &plen) : NULL;
@@ -107,7 +108,7 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
         snprintf(reason, reason_len, "out of memory");
         return -1;
     }
-    json_t *root = json_loadb(patched ? patched : body, plen, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(patched ? patched : body, plen, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     free(patched);
     if (!root) {
         snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);

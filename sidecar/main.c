@@ -11,6 +11,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "relay.h"
+#include "try.h"
 #include "sc_build_config.h"
 
 /* One row per command: its name, how it is called, what it does, whether
@@ -54,6 +55,9 @@ static const struct command commands[] = {
      "delete consumed_event and PUBLISHED outbox_event rows past retention", 1, 0, sc_purge_run},
     {"dlq", "dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]",
      "list, show or replay dead-lettered messages", 1, 0, sc_dlq_run},
+    {"try", "try     -c FILE --consumer NAME EVENT.json...",
+     "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "
+     "when every event would apply", 1, 0, sc_try_run},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 

@@ -1,0 +1,277 @@
+/* `sidecar try -c FILE --consumer NAME EVENT.json...`: for each file, the
+ * path a delivery takes (parse, claim, handler) on one database
+ * connection, inside one transaction that is always rolled back. Each
+ * event runs under its own savepoint, so later files see what earlier ones
+ * did (a repeated id is a duplicate) and a refused one leaves no trace for
+ * the next. Nothing touches the broker. */
+#include "try.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <mysql.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "event.h"
+#include "plugin.h"
+
+#define TRY_MAX_EVENT_BYTES (16u << 20)
+
+enum outcome { O_APPLIED, O_DUPLICATE, O_RETRY, O_REJECT, O_MALFORMED, O_N };
+
+static const char *const outcome_names[O_N] = {"applied", "duplicate", "retry", "reject",
+                                               "malformed"};
+
+int sc_try_check_handler(const struct sc_plugin *p, struct st_mysql *conn, int *had_check,
+                         char *err, size_t err_len)
+{
+    sc_handler_check_v1_fn fn;
+    *had_check = 0;
+    *(void **)&fn = dlsym(p->dl, SC_HANDLER_CHECK_SYMBOL);
+    if (!fn)
+        return 0;
+    *had_check = 1;
+    char msg[1024] = "";
+    if (fn(p->state, conn, msg, sizeof msg) != 0) {
+        snprintf(err, err_len, "%s", msg[0] ? msg : "the handler's check failed without a reason");
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints one statement the handler ran, and its warnings. */
+static void trace_statement(void *ctx, struct st_mysql *conn, const char *label,
+                            unsigned long long rows, unsigned warnings)
+{
+    (void)ctx;
+    printf("  statement %s: %llu row%s affected, %u warning%s\n", label, rows, rows == 1 ? "" : "s",
+           warnings, warnings == 1 ? "" : "s");
+    if (!warnings)
+        return;
+    /* SHOW WARNINGS leaves the diagnostics area as it is. */
+    if (mysql_query(conn, "SHOW WARNINGS") != 0)
+        return;
+    MYSQL_RES *r = mysql_store_result(conn);
+    MYSQL_ROW row;
+    while (r && (row = mysql_fetch_row(r)) != NULL)
+        printf("    warning %s: %s\n", row[1] ? row[1] : "?", row[2] ? row[2] : "");
+    if (r)
+        mysql_free_result(r);
+}
+
+/* Reads a whole file (at most TRY_MAX_EVENT_BYTES). NULL with err set. */
+static char *read_file(const char *path, size_t *len, char *err, size_t err_len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        snprintf(err, err_len, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, fp);
+        if (n < cap || cap >= TRY_MAX_EVENT_BYTES)
+            break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(fp) || (buf && n == cap);
+    fclose(fp);
+    if (!buf || bad) {
+        snprintf(err, err_len, "%s", !buf ? "out of memory" : n == cap ? "larger than 16 MiB"
+                                                                        : "read error");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static void db_reason(char *out, size_t len, const char *what, const struct sc_db_err *e)
+{
+    snprintf(out, len, "%s: error %u (SQLSTATE %s, %s): %s", what, e->code, e->sqlstate,
+             sc_db_error_class_name(e->cls), e->msg);
+}
+
+/* One event: claim, handler, decided under savepoint sc_try. Returns the
+ * outcome with its reason; *txn_gone when the whole transaction ended
+ * (deadlock, lost connection, a handler that committed). */
+static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const char *consumer,
+                              const struct sc_event *ev, int traced, char *why, size_t why_len,
+                              int *txn_gone)
+{
+    struct sc_db_err e = {0};
+    *txn_gone = 0;
+    if (sc_db_query(db, "SAVEPOINT sc_try", &e)) {
+        db_reason(why, why_len, "SAVEPOINT", &e);
+        *txn_gone = 1;
+        return O_RETRY;
+    }
+    if (sc_db_insert_consumed(db, consumer, ev->id, &e)) {
+        if (e.cls == SC_DBERR_DUPLICATE) {
+            snprintf(why, why_len, "consumer %s already has event %s in consumed_event", consumer,
+                     ev->id);
+            return O_DUPLICATE;
+        }
+        db_reason(why, why_len, "claim (INSERT consumed_event)", &e);
+        *txn_gone = e.cls == SC_DBERR_CONNECTION || e.code == 1213;
+        return O_RETRY;
+    }
+    printf("  claim: INSERT consumed_event (%s, %s): 1 row affected\n", consumer, ev->id);
+    char reason[1024] = "";
+    sc_handler_status st = p->h->handle(p->state, db->conn, ev, reason, sizeof reason);
+    sc_db_last_error(db, &e);
+    if (st == SC_HANDLER_OK && !sc_db_in_transaction(db)) {
+        snprintf(why, why_len, "handler %s ended the transaction (commit, rollback or "
+                 "autocommit): contract violation; what it committed stays", p->h->name);
+        *txn_gone = 1;
+        return O_REJECT;
+    }
+    if (st == SC_HANDLER_OK) {
+        /* A handler without a trace: what the connection says of its last
+         * statement is all there is to show. */
+        unsigned long long rows = (unsigned long long)mysql_affected_rows(db->conn);
+        if (!traced)
+            printf("  handler %s: OK; last statement: %llu row%s affected, %u warning%s\n",
+                   p->h->name, rows, rows == 1 ? "" : "s", mysql_warning_count(db->conn),
+                   mysql_warning_count(db->conn) == 1 ? "" : "s");
+        return O_APPLIED;
+    }
+    char dberr[160] = "";
+    if (e.code)
+        snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code, e.sqlstate);
+    snprintf(why, why_len, "%s%s", reason[0] ? reason : "no reason given", dberr);
+    *txn_gone = e.cls == SC_DBERR_CONNECTION || e.code == 1213;
+    return st == SC_HANDLER_RETRY ? O_RETRY : O_REJECT;
+}
+
+static int parse_args(int argc, char **argv, const char **consumer, char ***files, int *n_files)
+{
+    *consumer = NULL;
+    *n_files = 0;
+    *files = argv;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--consumer") == 0 && i + 1 < argc)
+            *consumer = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1])
+            return fprintf(stderr, "sidecar try: unknown option '%s'\n", argv[i]), -1;
+        else
+            argv[(*n_files)++] = argv[i];
+    }
+    if (!*consumer)
+        return fprintf(stderr, "sidecar try: --consumer NAME is required\n"), -1;
+    if (!*n_files)
+        return fprintf(stderr, "sidecar try: name at least one EVENT.json file\n"), -1;
+    return 0;
+}
+
+int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
+{
+    const char *name;
+    char **files;
+    int n_files;
+    if (parse_args(argc, argv, &name, &files, &n_files))
+        return 2;
+    const struct sc_consumer_config *k = NULL;
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        if (strcmp(cfg->consumers[i].name, name) == 0)
+            k = &cfg->consumers[i];
+    if (!k) {
+        fprintf(stderr, "sidecar try: no consumer named '%s' in the config\n", name);
+        return 2;
+    }
+    char err[1024];
+    struct sc_plugin p;
+    if (sc_plugin_load(&p, k->handler, k->handler_config, err, sizeof err)) {
+        fprintf(stderr, "sidecar try: consumer %s: %s\n", k->name, err);
+        return 2;
+    }
+    struct sc_db db;
+    struct sc_db_err e = {0};
+    if (sc_db_connect(&db, cfg, &e) || sc_db_prepare_consumer(&db, &e)) {
+        fprintf(stderr, "sidecar try: mysql: error %u (SQLSTATE %s): %s\n", e.code, e.sqlstate,
+                e.msg);
+        sc_plugin_unload(&p);
+        return 1;
+    }
+    printf("try: consumer %s, handler %s, %d event file%s; everything is rolled back\n", k->name,
+           p.h->name, n_files, n_files == 1 ? "" : "s");
+    int had_check, rc = 0;
+    if (sc_try_check_handler(&p, db.conn, &had_check, err, sizeof err)) {
+        printf("handler check: FAILED: %s\n", err);
+        rc = 1;
+    } else if (had_check) {
+        printf("handler check: every statement prepares\n");
+    }
+    sc_handler_trace_v1_fn set_trace;
+    *(void **)&set_trace = dlsym(p.dl, SC_HANDLER_TRACE_SYMBOL);
+    if (set_trace)
+        set_trace(p.state, trace_statement, NULL);
+
+    int counts[O_N] = {0};
+    for (int i = 0; i < n_files; i++) {
+        char why[2048] = "";
+        size_t len = 0;
+        enum outcome o;
+        struct sc_parsed_event pe;
+        printf("event %d: %s\n", i + 1, files[i]);
+        char *body = read_file(files[i], &len, why, sizeof why);
+        if (!body) {
+            o = O_MALFORMED;
+        } else if (sc_event_parse(body, len, NULL, 0, &pe, why, sizeof why)) {
+            o = O_MALFORMED;
+        } else {
+            int gone = 0;
+            printf("  id %s, type %s\n", pe.ev.id, pe.ev.type);
+            o = try_event(&db, &p, k->name, &pe.ev, set_trace != NULL, why, sizeof why, &gone);
+            if (o != O_APPLIED && !gone && sc_db_query(&db, "ROLLBACK TO SAVEPOINT sc_try", &e))
+                gone = 1;
+            if (gone) {
+                printf("  note: the transaction ended; earlier events' effects are gone\n");
+                sc_db_rollback(&db, &e);
+                if (mysql_ping(db.conn) != 0) {
+                    sc_db_close(&db);
+                    if (sc_db_connect(&db, cfg, &e) || sc_db_prepare_consumer(&db, &e)) {
+                        printf("  cannot reconnect: error %u: %s\n", e.code, e.msg);
+                        counts[o]++;
+                        printf("  outcome: %s: %s\n", outcome_names[o], why);
+                        sc_event_free(&pe);
+                        free(body);
+                        rc = 1;
+                        break;
+                    }
+                }
+            }
+            sc_event_free(&pe);
+        }
+        free(body);
+        counts[o]++;
+        if (o == O_APPLIED)
+            printf("  outcome: applied\n");
+        else
+            printf("  outcome: %s: %s\n", outcome_names[o], why);
+        if (o != O_APPLIED)
+            rc = 1;
+    }
+    if (set_trace)
+        set_trace(p.state, NULL, NULL);
+    if (sc_db_connected(&db) && sc_db_rollback(&db, &e)) {
+        fprintf(stderr, "sidecar try: ROLLBACK failed: error %u: %s\n", e.code, e.msg);
+        rc = 1;
+    }
+    printf("try: %d applied, %d duplicate, %d retry, %d reject, %d malformed; rolled back\n",
+           counts[O_APPLIED], counts[O_DUPLICATE], counts[O_RETRY], counts[O_REJECT],
+           counts[O_MALFORMED]);
+    sc_plugin_unload(&p);
+    sc_db_close(&db);
+    return rc;
+}
