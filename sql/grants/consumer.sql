@@ -6,3 +6,4 @@ CREATE USER IF NOT EXISTS 'sidecar_consumer'@'%' IDENTIFIED BY 'consumer-secret'
 GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
 -- the sample handler (handlers/notification_job)
 GRANT SELECT, INSERT ON app.notification_job TO 'sidecar_consumer'@'%';
+GRANT SELECT, INSERT ON app.order_event_log TO 'sidecar_consumer'@'%';
