@@ -6,6 +6,7 @@
 
 #include "admin.h"
 #include "amqp_conn.h"
+#include "republish.h"
 
 #define DLQ_MAX 10000
 
@@ -141,9 +142,9 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         printf("%d message(s) in %s%s\n", n, k->dead_letter_queue, n == DLQ_MAX ? " (first 10000)" : "");
         for (int i = 0; i < n; i++) {
             char reason[600], attempts[32], at[64];
-            header_text(&ds[i].msg.properties, "x-sidecar-reason", reason, sizeof reason);
-            header_text(&ds[i].msg.properties, "x-sidecar-attempts", attempts, sizeof attempts);
-            header_text(&ds[i].msg.properties, "x-sidecar-failed-at", at, sizeof at);
+            header_text(&ds[i].msg.properties, SC_H_REASON, reason, sizeof reason);
+            header_text(&ds[i].msg.properties, SC_H_ATTEMPTS, attempts, sizeof attempts);
+            header_text(&ds[i].msg.properties, SC_H_FAILED_AT, at, sizeof at);
             printf("%s  attempts %s  failed %s  %s\n", ds[i].event_id, attempts, at, reason);
         }
     } else if (show) {
@@ -176,7 +177,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
             if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
                 for (int j = 0; j < p->headers.num_entries && nk < 64; j++)
                     if (!(p->headers.entries[j].key.len > 10 &&
-                          memcmp(p->headers.entries[j].key.bytes, "x-sidecar-", 10) == 0) &&
+                          memcmp(p->headers.entries[j].key.bytes, SC_H_PREFIX, strlen(SC_H_PREFIX)) == 0) &&
                         !(p->headers.entries[j].key.len == 7 &&
                           memcmp(p->headers.entries[j].key.bytes, "x-death", 7) == 0))
                         keep[nk++] = p->headers.entries[j];

@@ -5,6 +5,10 @@
 
 #include <stddef.h>
 
+/* The most deliveries in one consumer transaction and rows in one relay
+ * claim (the bound of consumers[].batch_max and relay.batch). */
+#define SC_BATCH_LIMIT 1000
+
 struct sc_binding {
     char *exchange;
     char *routing_key;

@@ -210,7 +210,7 @@ static int claim(struct relay *r, struct sc_db_err *e)
             return -1;
         return 0;
     }
-    int idx[1000];
+    int idx[SC_BATCH_LIMIT];
     for (int i = 0; i < n; i++)
         idx[i] = i;
     long long lease_us = (long long)r->rc->lease_ms * 1000;
@@ -270,7 +270,7 @@ static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
     out.buffer = id;
     out.buffer_length = sizeof id;
     out.length = &id_len;
-    char owned[1000];
+    char owned[SC_BATCH_LIMIT];
     memset(owned, 0, (size_t)n);
     if (mysql_stmt_bind_result(r->still_owned, &out)) {
         sc_db_stmt_error(r->still_owned, e);
@@ -289,7 +289,7 @@ static int mark(struct relay *r, const int *acked, int n, struct sc_db_err *e)
     }
     mysql_stmt_free_result(r->still_owned);
 
-    int keep[1000], n_keep = 0;
+    int keep[SC_BATCH_LIMIT], n_keep = 0;
     for (int i = 0; i < n; i++) {
         if (owned[i]) {
             keep[n_keep++] = acked[i];
@@ -580,7 +580,7 @@ static void finish_batch(struct relay *r, struct batch *b)
         }
     }
     sc_hist_observe(&r->m.batch_size, b->nv);
-    int acked[1000], n_acked = 0;
+    int acked[SC_BATCH_LIMIT], n_acked = 0;
     for (int k = 0; k < b->nv; k++) {
         int i = b->valid[k];
         struct sc_log_fields lf = {.event_id = b->rows[i].event_id};
