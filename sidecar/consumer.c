@@ -23,8 +23,6 @@
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
 #define PUBLISHER_SERVICE_MS 1000
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 30000
 
 /* ---- sessions and workers ------------------------------------------------ */
 
@@ -174,7 +172,7 @@ static long consume_loop(struct worker *w, struct item *items)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    int backoff = BACKOFF_MIN_MS;
+    unsigned long long failures = 0; /* sessions in a row that handled nothing */
     mysql_thread_init();
     while (!sc_stop_requested()) {
         long handled = 0;
@@ -192,10 +190,8 @@ static void *worker_main(void *arg)
         if (sc_stop_requested())
             break;
         if (handled > 0)
-            backoff = BACKOFF_MIN_MS;
-        int jitter = rand() % (backoff / 4 + 1);
-        sc_sleep_ms(backoff + jitter);
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+            failures = 0;
+        sc_sleep_ms(sc_backoff_ms(++failures));
     }
     mysql_thread_end();
     return NULL;

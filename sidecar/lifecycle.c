@@ -1,5 +1,7 @@
 #include "lifecycle.h"
 
+#include <stdlib.h>
+
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -53,4 +55,14 @@ void sc_sleep_ms(int ms)
         nanosleep(&ts, NULL);
         ms -= step;
     }
+}
+
+int sc_backoff_ms(unsigned long long k)
+{
+    int ms = SC_BACKOFF_MIN_MS;
+    for (unsigned long long i = 1; i < k && ms < SC_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    if (ms > SC_BACKOFF_MAX_MS)
+        ms = SC_BACKOFF_MAX_MS;
+    return ms + rand() % (ms / 4 + 1);
 }

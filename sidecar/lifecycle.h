@@ -16,4 +16,11 @@ int64_t sc_now_us(void);
 /* Sleeps up to ms, returning early when a stop is requested. */
 void sc_sleep_ms(int ms);
 
+/* The one reconnect backoff: the wait after the k-th consecutive failure
+ * (k >= 1) is 100 ms doubling to 30 s, plus up to a quarter of jitter so
+ * that many workers do not retry in step. */
+#define SC_BACKOFF_MIN_MS 100
+#define SC_BACKOFF_MAX_MS 30000
+int sc_backoff_ms(unsigned long long k);
+
 #endif

@@ -18,8 +18,6 @@
 #include "metrics.h"
 #include "outbox_rules.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 30000
 #define POLL_MIN_MS 5
 
 struct row {
@@ -433,17 +431,12 @@ static void db_healthy(struct relay *r)
 
 /* The wait before the next attempt after the k-th consecutive failure:
  * none for the first transient one (a deadlock: simply run again), then
- * BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS, with jitter. */
+ * the common backoff. */
 static int db_backoff_ms(unsigned long long k, int transient)
 {
     if (k <= 1 && transient)
         return 0;
-    int ms = BACKOFF_MIN_MS;
-    for (unsigned long long i = 1; i < k && ms < BACKOFF_MAX_MS; i++)
-        ms *= 2;
-    if (ms > BACKOFF_MAX_MS)
-        ms = BACKOFF_MAX_MS;
-    return ms + rand() % (ms / 4 + 1);
+    return sc_backoff_ms(k);
 }
 
 static int connect_amqp(struct relay *r)
@@ -713,7 +706,8 @@ int sc_relay_run(const struct sc_config *cfg)
 
     /* Pipelined: batch k+1 is claimed while batch k's confirms travel, then
      * k is collected and marked, then k+1 is sent. */
-    int backoff = BACKOFF_MIN_MS, poll = POLL_MIN_MS, cur = 0;
+    unsigned long long connect_failures = 0;
+    int poll = POLL_MIN_MS, cur = 0;
     struct batch *inflight = NULL;
     while (!sc_stop_requested()) {
         if ((!sc_db_connected(&r.db) && connect_db(&r)) ||
@@ -722,11 +716,10 @@ int sc_relay_run(const struct sc_config *cfg)
                 finish_batch(&r, inflight);
                 inflight = NULL;
             }
-            sc_sleep_ms(backoff + rand() % (backoff / 4 + 1));
-            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+            sc_sleep_ms(sc_backoff_ms(++connect_failures));
             continue;
         }
-        backoff = BACKOFF_MIN_MS;
+        connect_failures = 0;
         struct sc_db_err e = {0};
         refresh_gauges(&r);
         struct batch *b = &bufs[cur];
