@@ -13,6 +13,7 @@ WORKDIR /src
 COPY meson.build meson_options.txt ./
 COPY include include
 COPY sidecar sidecar
+COPY producer producer
 COPY handlers handlers
 COPY examples examples
 COPY tests tests

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "orders.h"
 #include "sidecar/outbox.h"
 #include "sidecar/url.h"
 
