@@ -37,7 +37,7 @@ MSGS = int(os.environ.get("BENCH_MSGS", "20000"))
 RSS_N = int(os.environ.get("BENCH_RSS_N", "300000"))
 RSS_WARM = int(os.environ.get("BENCH_RSS_WARM", "20000"))
 POOL_MB = int(os.environ.get("BENCH_POOL_MB", "128"))
-PARTS = os.environ.get("BENCH_CONSUMED_PART", "size rss purge").split()
+PARTS = os.environ.get("BENCH_CONSUMED_PART", "size purge rss").split()
 
 
 def q(sql, args=None):
@@ -177,6 +177,7 @@ c7, c4 = f"bench-v7-{tag}", f"bench-v4-{tag}"
 
 if "size" in PARTS:
     q("TRUNCATE consumed_event")
+    scenario("(warm-up, not counted)", f"bench-warm-{tag}", "v7")
     e7, _ = scenario("v7 ids, consumed_event empty (A)", c7, "v7")
     e4, _ = scenario("v4 ids, consumed_event empty (A)", c4, "v4")
     q("TRUNCATE consumed_event")
@@ -195,19 +196,23 @@ if "size" in PARTS:
     ratios.append((f"v4: at {FILL} rows / empty", (b4 + b4b) / 2 / e4, "(random ids: the sizing rule)"))
 
 if "purge" in PARTS:
-    if not q("SELECT 1 FROM consumed_event WHERE consumed_at < NOW() - INTERVAL 1 DAY LIMIT 1"):
+    if not q("SELECT 1 FROM consumed_event WHERE consumed_at < NOW() - INTERVAL 8 DAY LIMIT 1"):
         fill(c7, FILL, "v7")
         settle()
     r0, _ = scenario("v7 ids, no purge running (A)", c7, "v7")
 
     def start_purge(c):
         t0 = time.time()
-        p = subprocess.Popen([SIDECAR, "purge", "-c", c.config, "--older-than", "1d"],
+        p = subprocess.Popen([SIDECAR, "purge", "-c", c.config, "--older-than", "8d"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         return (p, t0)
-    r1, (p, t0) = scenario("v7 ids, while `sidecar purge --older-than 1d` runs (B)", c7, "v7", during=start_purge)
+    r1, (p, t0) = scenario("v7 ids, while `sidecar purge --older-than 8d` runs (B)", c7, "v7", during=start_purge)
     running = p.poll() is None
+    if running:
+        p.terminate()
     out = p.communicate()[0]
+    if not running and p.returncode != 0:
+        raise SystemExit(f"purge failed: {out}")
     print(f"# purge {'still running at the end of B' if running else 'finished'} after {time.time() - t0:.0f} s,"
           f" rc {p.returncode}: {out.strip()[-300:]}", flush=True)
     if not running:
