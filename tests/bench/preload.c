@@ -1,9 +1,11 @@
-/* preload AMQP_URL QUEUE N: declares QUEUE (durable) and fills it with N
- * persistent CloudEvents ORDER_ACCEPTED messages, under publisher confirms. */
+/* preload AMQP_URL QUEUE N [v7]: declares QUEUE (durable) and fills it with N
+ * persistent CloudEvents ORDER_ACCEPTED messages, under publisher confirms.
+ * Event ids are random (v4) unless "v7" asks for time-ordered UUIDv7 ids. */
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
 #include "sidecar/amqp_conn.h"
+#include "sidecar/outbox.h"
 
 #define CHUNK 2000
 
@@ -17,6 +19,7 @@ int main(int argc, char **argv)
     bench_config(&cfg, argv[1], "mysql://x@h/d");
     const char *queue = argv[2];
     long n = atol(argv[3]);
+    int v7 = argc > 4 && strcmp(argv[4], "v7") == 0;
     struct sc_amqp a;
     char err[512];
     if (sc_amqp_connect(&a, &cfg, "bench preload", err, sizeof err) ||
@@ -37,9 +40,13 @@ int main(int argc, char **argv)
     for (long done = 0; done < n;) {
         int k = n - done < CHUNK ? (int)(n - done) : CHUNK;
         for (int i = 0; i < k; i++) {
-            uuid_t u;
-            uuid_generate_random(u);
-            uuid_unparse_lower(u, ids[i]);
+            if (v7) {
+                sc_outbox_new_event_id(ids[i]);
+            } else {
+                uuid_t u;
+                uuid_generate_random(u);
+                uuid_unparse_lower(u, ids[i]);
+            }
             snprintf(bodies[i], sizeof bodies[i],
                      "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"ORDER_ACCEPTED\","
                      "\"source\":\"ORDER\",\"subject\":\"%ld\",\"time\":\"2026-11-29T10:00:00.000000Z\","
