@@ -8,8 +8,10 @@
 #include <string.h>
 
 /* The configuration is described by tables of fields (key, type, where it
- * goes, default, bounds). One walker serves parsing, defaults and validation,
- * and every error names the key by its full path. */
+ * goes, default, bounds, help). The tables are the one source of truth: one
+ * walker parses and applies defaults (for absent sections too), every error
+ * names the key by its full path, another walker frees, and `sidecar help
+ * config` prints the reference (docs/configuration.md) from them. */
 
 enum field_type {
     F_STR,      /* string */
@@ -34,6 +36,10 @@ struct field {
     const char *const *choices; /* F_STR: allowed values, NULL-terminated */
     const struct table *sub;    /* F_OBJ, F_OBJ_ARR */
     size_t count_off;    /* F_INT_ARR, F_OBJ_ARR: offset of the size_t count */
+    const int *def_ints; /* F_INT_ARR default, def_n elements */
+    size_t def_n;
+    const char *def_doc; /* the default as the reference shows it, when not def_str/def_int */
+    const char *help;    /* one line for the reference */
 };
 
 struct table {
@@ -50,68 +56,105 @@ struct table {
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const int default_retry_delays[] = {1000, 5000, 30000};
 
 static const struct field amqp_fields[] = {
-    {.key = "url", .type = F_STR_LIST, .off = CFG(amqp_urls), .count_off = CFG(n_amqp_urls)},
-    {.key = "heartbeat_s", .type = F_INT, .off = CFG(amqp_heartbeat_s), .min = 0, .max = 3600, .def_int = 30},
+    {.key = "url", .type = F_STR_LIST, .off = CFG(amqp_urls), .count_off = CFG(n_amqp_urls), .def_doc = "required",
+     .help = "`amqp://user:pass@host:port/vhost` (vhost `/` is `%2f`), or an array of them: cluster nodes, tried in turn ([scale.md](scale.md))"},
+    {.key = "heartbeat_s", .type = F_INT, .off = CFG(amqp_heartbeat_s), .min = 0, .max = 3600, .def_int = 30,
+     .help = "AMQP heartbeat (0 disables); sent during long batches too"},
     {.key = "connect_timeout_ms", .type = F_INT, .off = CFG(amqp_connect_timeout_ms), .min = 100,
-     .max = 600000, .def_int = 5000},
-    {.key = "tls_ca", .type = F_STR, .off = CFG(amqp_tls_ca)},
-    {.key = "tls_cert", .type = F_STR, .off = CFG(amqp_tls_cert)},
-    {.key = "tls_key", .type = F_STR, .off = CFG(amqp_tls_key)},
+     .max = 600000, .def_int = 5000,
+     .help = "TCP connect and handshake bound"},
+    {.key = "tls_ca", .type = F_STR, .off = CFG(amqp_tls_ca),
+     .help = "CA file for `amqps://` (required there)"},
+    {.key = "tls_cert", .type = F_STR, .off = CFG(amqp_tls_cert),
+     .help = "client certificate (with `tls_key`)"},
+    {.key = "tls_key", .type = F_STR, .off = CFG(amqp_tls_key),
+     .help = "client key (with `tls_cert`)"},
     {.key = "tls_verify_hostname", .type = F_INT, .off = CFG(amqp_tls_verify_hostname), .min = 0,
-     .max = 1, .def_int = 1},
+     .max = 1, .def_int = 1,
+     .help = "check the broker certificate names the URL's host"},
 };
 static const struct field mysql_fields[] = {
-    {.key = "url", .type = F_STR_LIST, .off = CFG(mysql_urls), .count_off = CFG(n_mysql_urls)},
+    {.key = "url", .type = F_STR_LIST, .off = CFG(mysql_urls), .count_off = CFG(n_mysql_urls), .def_doc = "required",
+     .help = "`mysql://user:pass@host:port/database[?socket=/path]` (user and password percent-encoded), or an array of them (cluster nodes, tried in turn)"},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
-     .max = 3600, .def_int = 5},
+     .max = 3600, .def_int = 5,
+     .help = "session `innodb_lock_wait_timeout`; reads time out at this + 30 s"},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
-     .max = 600, .def_int = 5},
-    {.key = "tls_ca", .type = F_STR, .off = CFG(mysql_tls_ca)},
-    {.key = "tls_cert", .type = F_STR, .off = CFG(mysql_tls_cert)},
-    {.key = "tls_key", .type = F_STR, .off = CFG(mysql_tls_key)},
+     .max = 600, .def_int = 5,
+     .help = "connect bound"},
+    {.key = "tls_ca", .type = F_STR, .off = CFG(mysql_tls_ca),
+     .help = "turns TLS on; the server certificate is verified against it"},
+    {.key = "tls_cert", .type = F_STR, .off = CFG(mysql_tls_cert),
+     .help = "client certificate (with `tls_key`)"},
+    {.key = "tls_key", .type = F_STR, .off = CFG(mysql_tls_key),
+     .help = "client key (with `tls_cert`)"},
 };
 static const struct field http_fields[] = {
-    {.key = "listen", .type = F_STR, .off = CFG(http_listen), .def_str = "127.0.0.1:9464"},
+    {.key = "listen", .type = F_STR, .off = CFG(http_listen), .def_str = "127.0.0.1:9464",
+     .help = "address of `/metrics`, `/healthz`, `/readyz`; port 0 picks one; `off` disables"},
 };
 static const struct field log_fields[] = {
-    {.key = "level", .type = F_STR, .off = CFG(log_level), .def_str = "info", .choices = log_levels},
+    {.key = "level", .type = F_STR, .off = CFG(log_level), .def_str = "info", .choices = log_levels,
+     .help = "`debug`, `info`, `warn` or `error`"},
 };
 static const struct field binding_fields[] = {
-    {.key = "exchange", .type = F_STR, .off = BND(exchange), .required = 1},
-    {.key = "routing_key", .type = F_STR, .off = BND(routing_key), .required = 1},
+    {.key = "exchange", .type = F_STR, .off = BND(exchange), .required = 1, .def_doc = "required",
+     .help = "exchange to bind the queue to (declared durable `topic`)"},
+    {.key = "routing_key", .type = F_STR, .off = BND(routing_key), .required = 1, .def_doc = "required",
+     .help = "binding key"},
 };
 static const struct table binding_table = {binding_fields, N(binding_fields), sizeof(struct sc_binding)};
 
 static const struct field consumer_fields[] = {
-    {.key = "name", .type = F_STR, .off = CON(name), .required = 1},
-    {.key = "queue", .type = F_STR, .off = CON(queue)},
+    {.key = "name", .type = F_STR, .off = CON(name), .required = 1, .def_doc = "required",
+     .help = "the `consumer_name` in `consumed_event` (≤ 128 characters, unique)"},
+    {.key = "queue", .type = F_STR, .off = CON(queue), .def_doc = "the name",
+     .help = "durable queue, declared at start"},
     {.key = "bindings", .type = F_OBJ_ARR, .off = CON(bindings), .count_off = CON(n_bindings),
-     .sub = &binding_table},
-    {.key = "handler", .type = F_STR, .off = CON(handler), .required = 1},
-    {.key = "handler_config", .type = F_JSON, .off = CON(handler_config), .def_str = "{}"},
-    {.key = "prefetch", .type = F_INT, .off = CON(prefetch), .min = 1, .max = 65535, .def_int = 256},
-    {.key = "batch_max", .type = F_INT, .off = CON(batch_max), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 64},
-    {.key = "workers", .type = F_INT, .off = CON(workers), .min = 1, .max = 64, .def_int = 1},
-    {.key = "max_attempts", .type = F_INT, .off = CON(max_attempts), .min = 1, .max = 1000, .def_int = 5},
+     .sub = &binding_table, .def_doc = "`[]`",
+     .help = "`{exchange, routing_key}` objects"},
+    {.key = "handler", .type = F_STR, .off = CON(handler), .required = 1, .def_doc = "required",
+     .help = "path of the handler `.so`"},
+    {.key = "handler_config", .type = F_JSON, .off = CON(handler_config), .def_str = "{}",
+     .help = "any JSON, passed to the handler's `init` as text"},
+    {.key = "prefetch", .type = F_INT, .off = CON(prefetch), .min = 1, .max = 65535, .def_int = 256,
+     .help = "basic.qos prefetch per worker"},
+    {.key = "batch_max", .type = F_INT, .off = CON(batch_max), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 64,
+     .help = "most deliveries per transaction"},
+    {.key = "workers", .type = F_INT, .off = CON(workers), .min = 1, .max = 64, .def_int = 1,
+     .help = "worker threads, each with its own connections"},
+    {.key = "max_attempts", .type = F_INT, .off = CON(max_attempts), .min = 1, .max = 1000, .def_int = 5,
+     .help = "attempts before a failing message is dead-lettered"},
     {.key = "retry_delays_ms", .type = F_INT_ARR, .off = CON(retry_delays_ms),
-     .count_off = CON(n_retry_delays), .min = 1, .max = 86400000},
-    {.key = "dead_letter_queue", .type = F_STR, .off = CON(dead_letter_queue)},
+     .count_off = CON(n_retry_delays), .min = 1, .max = 86400000, .def_ints = default_retry_delays,
+     .def_n = N(default_retry_delays),
+     .help = "delay before attempt n+1 is entry n (the last repeats)"},
+    {.key = "dead_letter_queue", .type = F_STR, .off = CON(dead_letter_queue), .def_doc = "`<queue>.dlq`",
+     .help = "durable dead-letter queue"},
     {.key = "queue_type", .type = F_STR, .off = CON(queue_type), .def_str = "classic",
-     .choices = queue_types},
+     .choices = queue_types,
+     .help = "`classic` or `quorum`"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};
 
 static const struct field relay_fields[] = {
-    {.key = "worker_id", .type = F_STR, .off = REL(worker_id)},
-    {.key = "exchange", .type = F_STR, .off = REL(exchange), .required = 1},
-    {.key = "batch", .type = F_INT, .off = REL(batch), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 100},
-    {.key = "lease_ms", .type = F_INT, .off = REL(lease_ms), .min = 100, .max = 86400000, .def_int = 30000},
-    {.key = "poll_ms", .type = F_INT, .off = REL(poll_ms), .min = 1, .max = 600000, .def_int = 200},
+    {.key = "worker_id", .type = F_STR, .off = REL(worker_id), .def_doc = "`<host>-<pid>`",
+     .help = "lease owner name (≤ 128 characters)"},
+    {.key = "exchange", .type = F_STR, .off = REL(exchange), .required = 1, .def_doc = "required",
+     .help = "exchange to publish to"},
+    {.key = "batch", .type = F_INT, .off = REL(batch), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 100,
+     .help = "rows per claim"},
+    {.key = "lease_ms", .type = F_INT, .off = REL(lease_ms), .min = 100, .max = 86400000, .def_int = 30000,
+     .help = "lease; must exceed `confirm_timeout_ms`"},
+    {.key = "poll_ms", .type = F_INT, .off = REL(poll_ms), .min = 1, .max = 600000, .def_int = 200,
+     .help = "longest idle poll interval"},
     {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
-     .max = 600000, .def_int = 5000},
+     .max = 600000, .def_int = 5000, .def_doc = "5000 (half of a shorter lease)",
+     .help = "wait for a batch's confirms"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 
@@ -123,24 +166,32 @@ static const struct table http_table = {http_fields, N(http_fields), 0};
 static const struct table log_table = {log_fields, N(log_fields), 0};
 static const struct field purge_fields[] = {
     {.key = "redelivery_horizon_s", .type = F_INT, .off = CFG(purge_horizon_s), .min = 0,
-     .max = 366 * 86400, .def_int = 7 * 86400},
-    {.key = "batch", .type = F_INT, .off = CFG(purge_batch), .min = 1, .max = 10000, .def_int = 1000},
+     .max = 366 * 86400, .def_int = 7 * 86400,
+     .help = "shortest retention `purge` accepts without `--force`"},
+    {.key = "batch", .type = F_INT, .off = CFG(purge_batch), .min = 1, .max = 10000, .def_int = 1000,
+     .help = "rows per purge transaction"},
 };
 static const struct table purge_table = {purge_fields, N(purge_fields), 0};
 
 static const struct field top_fields[] = {
-    {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table},
-    {.key = "mysql", .type = F_OBJ, .off = 0, .required = 1, .sub = &mysql_table},
-    {.key = "http", .type = F_OBJ, .off = 0, .sub = &http_table},
-    {.key = "log", .type = F_OBJ, .off = 0, .sub = &log_table},
+    {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table,
+     .help = "the broker"},
+    {.key = "mysql", .type = F_OBJ, .off = 0, .required = 1, .sub = &mysql_table,
+     .help = "the database"},
+    {.key = "http", .type = F_OBJ, .off = 0, .sub = &http_table,
+     .help = "metrics and health endpoints"},
+    {.key = "log", .type = F_OBJ, .off = 0, .sub = &log_table,
+     .help = "logging"},
     {.key = "consumers", .type = F_OBJ_ARR, .off = CFG(consumers), .count_off = CFG(n_consumers),
-     .sub = &consumer_table},
-    {.key = "relay", .type = F_OBJ, .off = CFG(relay), .sub = &relay_table},
-    {.key = "purge", .type = F_OBJ, .off = 0, .sub = &purge_table},
+     .sub = &consumer_table,
+     .help = "one entry per consumer (queue, consumer name, handler)"},
+    {.key = "relay", .type = F_OBJ, .off = CFG(relay), .sub = &relay_table,
+     .help = "the outbox relay (only `sidecar relay` needs it)"},
+    {.key = "purge", .type = F_OBJ, .off = 0, .sub = &purge_table,
+     .help = "`sidecar purge`"},
 };
 static const struct table top_table = {top_fields, N(top_fields), 0};
 
-static const int default_retry_delays[] = {1000, 5000, 30000};
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t len, const char *fmt, ...)
@@ -185,6 +236,16 @@ static int set_default(const struct field *f, char *base)
         break;
     case F_INT:
         *(int *)(base + f->off) = (int)f->def_int;
+        break;
+    case F_INT_ARR:
+        if (f->def_ints) {
+            int *arr = malloc(f->def_n * sizeof *arr);
+            if (!arr)
+                return -1;
+            memcpy(arr, f->def_ints, f->def_n * sizeof *arr);
+            *(int **)(base + f->off) = arr;
+            *(size_t *)(base + f->count_off) = f->def_n;
+        }
         break;
     default:
         break;
@@ -360,6 +421,17 @@ static int parse_table(const json_t *obj, const struct table *t, char *base, con
         if (!v) {
             if (f->required)
                 return fail(err, err_len, "%s: required key is missing", p);
+            /* An absent section that writes into its parent still gets
+             * its defaults; one with a presence flag (relay) stays absent. */
+            if (f->type == F_OBJ && !f->sub->elem_size) {
+                json_t *empty = json_object();
+                int rc = empty ? parse_table(empty, f->sub, base + f->off, p, err, err_len)
+                               : fail(err, err_len, "%s: out of memory", p);
+                json_decref(empty);
+                if (rc)
+                    return -1;
+                continue;
+            }
             if (set_default(f, base))
                 return fail(err, err_len, "%s: out of memory", p);
             continue;
@@ -537,12 +609,6 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         }
         if (strcmp(k->dead_letter_queue, k->queue) == 0)
             return fail(err, err_len, "consumers[%zu].dead_letter_queue: must differ from the queue", i);
-        if (!k->retry_delays_ms) {
-            k->n_retry_delays = N(default_retry_delays);
-            if (!(k->retry_delays_ms = malloc(sizeof default_retry_delays)))
-                return fail(err, err_len, "out of memory");
-            memcpy(k->retry_delays_ms, default_retry_delays, sizeof default_retry_delays);
-        }
     }
     return 0;
 }
@@ -580,20 +646,12 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
             out->log_level = strdup(lvl);
         }
     }
-    if (!out->http_listen && !(out->http_listen = strdup("127.0.0.1:9464")))
-        goto out;
-    if (!out->log_level && !(out->log_level = strdup("info")))
-        goto out;
     /* confirm_timeout_ms left out: 5 s, or half the lease when that is
      * shorter (the lease must outlast the wait for a confirm). */
     if (out->relay.present &&
         !json_object_get(json_object_get(root, "relay"), "confirm_timeout_ms") &&
         out->relay.lease_ms <= out->relay.confirm_timeout_ms)
         out->relay.confirm_timeout_ms = out->relay.lease_ms / 2;
-    if (!json_object_get(root, "purge")) {
-        out->purge_horizon_s = 7 * 86400;
-        out->purge_batch = 1000;
-    }
     rc = validate(out, err, err_len);
 out:
     json_decref(root);
@@ -646,39 +704,87 @@ long long sc_config_retry_horizon_ms(const struct sc_consumer_config *k)
     return total;
 }
 
+/* Frees what the fields of t own in base (strings, arrays, lists, nested
+ * sections and their elements). */
+static void free_table(const struct table *t, char *base)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const struct field *f = &t->fields[i];
+        switch (f->type) {
+        case F_STR:
+        case F_JSON:
+            free(*(char **)(base + f->off));
+            break;
+        case F_INT:
+            break;
+        case F_INT_ARR:
+            free(*(int **)(base + f->off));
+            break;
+        case F_STR_LIST:
+            free_list(*(char ***)(base + f->off), *(size_t *)(base + f->count_off));
+            break;
+        case F_OBJ:
+            free_table(f->sub, base + f->off);
+            break;
+        case F_OBJ_ARR: {
+            char *arr = *(char **)(base + f->off);
+            for (size_t j = 0; arr && j < *(size_t *)(base + f->count_off); j++)
+                free_table(f->sub, arr + j * f->sub->elem_size);
+            free(arr);
+            break;
+        }
+        }
+    }
+}
+
 void sc_config_free(struct sc_config *c)
 {
     if (!c)
         return;
-    free(c->amqp_url);
+    free_table(&top_table, (char *)c);
+    free(c->amqp_url); /* copies of the first nodes, not table fields */
     free(c->mysql_url);
-    free_list(c->amqp_urls, c->n_amqp_urls);
-    free_list(c->mysql_urls, c->n_mysql_urls);
-    free(c->amqp_tls_ca);
-    free(c->amqp_tls_cert);
-    free(c->amqp_tls_key);
-    free(c->mysql_tls_ca);
-    free(c->mysql_tls_cert);
-    free(c->mysql_tls_key);
-    free(c->http_listen);
-    free(c->log_level);
-    for (size_t i = 0; c->consumers && i < c->n_consumers; i++) {
-        struct sc_consumer_config *k = &c->consumers[i];
-        free(k->name);
-        free(k->queue);
-        for (size_t j = 0; k->bindings && j < k->n_bindings; j++) {
-            free(k->bindings[j].exchange);
-            free(k->bindings[j].routing_key);
-        }
-        free(k->bindings);
-        free(k->handler);
-        free(k->handler_config);
-        free(k->retry_delays_ms);
-        free(k->dead_letter_queue);
-        free(k->queue_type);
-    }
-    free(c->consumers);
-    free(c->relay.worker_id);
-    free(c->relay.exchange);
     memset(c, 0, sizeof *c);
+}
+
+/* The reference of every key: one Markdown table row per key, from the
+ * tables themselves. */
+static void print_reference(FILE *out, const struct table *t, const char *path)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const struct field *f = &t->fields[i];
+        char p[256], def[128] = "—", range[96] = "";
+        if (f->type == F_OBJ_ARR)
+            snprintf(p, sizeof p, "%s%s%s[]", path, path[0] ? "." : "", f->key);
+        else
+            join_path(p, sizeof p, path, f->key);
+        if (f->type == F_OBJ || f->type == F_OBJ_ARR) {
+            print_reference(out, f->sub, p);
+            continue;
+        }
+        if (f->def_doc)
+            snprintf(def, sizeof def, "%s", f->def_doc);
+        else if (f->required)
+            snprintf(def, sizeof def, "required");
+        else if ((f->type == F_STR || f->type == F_JSON) && f->def_str)
+            snprintf(def, sizeof def, "`%s`", f->def_str);
+        else if (f->type == F_INT)
+            snprintf(def, sizeof def, "%lld", f->def_int);
+        else if (f->type == F_INT_ARR && f->def_ints) {
+            size_t o = (size_t)snprintf(def, sizeof def, "`[");
+            for (size_t j = 0; j < f->def_n && o < sizeof def; j++)
+                o += (size_t)snprintf(def + o, sizeof def - o, "%s%d", j ? ", " : "", f->def_ints[j]);
+            if (o < sizeof def)
+                snprintf(def + o, sizeof def - o, "]`");
+        }
+        if (f->type == F_INT || f->type == F_INT_ARR)
+            snprintf(range, sizeof range, " (%lld–%lld)", f->min, f->max);
+        fprintf(out, "| `%s` | %s | %s%s |\n", p, def, f->help ? f->help : "", range);
+    }
+}
+
+void sc_config_print_reference(FILE *out)
+{
+    fputs("| key | default | meaning |\n| --- | --- | --- |\n", out);
+    print_reference(out, &top_table, "");
 }

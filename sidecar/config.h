@@ -4,6 +4,7 @@
 #define SC_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The most deliveries in one consumer transaction and rows in one relay
  * claim (the bound of consumers[].batch_max and relay.batch). */
@@ -87,5 +88,9 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
                     char *err, size_t err_len);
 
 void sc_config_free(struct sc_config *cfg);
+
+/* Prints the reference of every key (Markdown table: key, default,
+ * meaning with bounds) from the config tables. */
+void sc_config_print_reference(FILE *out);
 
 #endif

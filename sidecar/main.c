@@ -67,6 +67,7 @@ static void usage(FILE *out)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %s\n      %s\n", commands[i].synopsis, commands[i].help);
     fputs("  version\n      print the version\n"
+          "  help config\n      every config key, its default and bounds (Markdown)\n"
           "\n"
           "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
           "Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or bad config.\n",
@@ -111,7 +112,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        usage(stdout);
+        if (argc > 2 && strcmp(argv[2], "config") == 0)
+            sc_config_print_reference(stdout); /* docs/configuration.md's table */
+        else
+            usage(stdout);
         return 0;
     }
     const struct command *c = NULL;
