@@ -103,8 +103,8 @@ static enum txn call_handler(struct worker *w, struct item *it)
     char reason[512] = "";
     keep_alive(w);
     int64_t t0 = sc_now_us();
-    sc_handler_status st = c->plugin.h->handle(c->plugin.state, w->db.conn, &it->ev.ev, reason,
-                                               sizeof reason);
+    sc_handler_status st = sc_plugin_handle(&c->plugin, w->db.conn, &it->ev.ev, reason,
+                                            sizeof reason);
     sc_hist_observe(&c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     sc_db_last_error(&w->db, &e);
     if (st != SC_HANDLER_OK && e.cls == SC_DBERR_CONNECTION)
@@ -151,9 +151,8 @@ static enum txn run_fast_batch_handler(struct worker *w, struct item *items, int
             idx[k] = i;
             evs[k++] = &items[i].ev.ev;
         }
-    memset(w->reasons, 0, (size_t)k * SC_REASON_LEN);
     int64_t t0 = sc_now_us();
-    int rc = c->plugin.handle_batch(c->plugin.state, w->db.conn, evs, (size_t)k, st, w->reasons,
+    int rc = sc_plugin_handle_batch(&c->plugin, w->db.conn, evs, (size_t)k, st, w->reasons,
                                     SC_REASON_LEN);
     sc_hist_observe(&c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     sc_db_last_error(&w->db, &e);

@@ -168,3 +168,21 @@ void sc_plugin_unload(struct sc_plugin *p)
         dlclose(p->dl);
     memset(p, 0, sizeof *p);
 }
+
+sc_handler_status sc_plugin_handle(const struct sc_plugin *p, struct st_mysql *conn,
+                                   const struct sc_event *ev, char *reason, size_t reason_len)
+{
+    if (reason_len)
+        reason[0] = 0;
+    return p->h->handle(p->state, conn, ev, reason, reason_len);
+}
+
+int sc_plugin_handle_batch(const struct sc_plugin *p, struct st_mysql *conn,
+                           const struct sc_event *const *events, size_t n,
+                           sc_handler_status *status, char *reasons, size_t reason_len)
+{
+    if (!p->handle_batch)
+        return -1;
+    memset(reasons, 0, n * reason_len);
+    return p->handle_batch(p->state, conn, events, n, status, reasons, reason_len);
+}

@@ -22,4 +22,13 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
                    size_t err_len);
 void sc_plugin_unload(struct sc_plugin *p);
 
+/* The handler's two entry points, called only through here: one event, or
+ * (when the handler has handle_batch; else -1 without calling anything) a
+ * whole batch. Reasons are cleared before the call. */
+sc_handler_status sc_plugin_handle(const struct sc_plugin *p, struct st_mysql *conn,
+                                   const struct sc_event *ev, char *reason, size_t reason_len);
+int sc_plugin_handle_batch(const struct sc_plugin *p, struct st_mysql *conn,
+                           const struct sc_event *const *events, size_t n,
+                           sc_handler_status *status, char *reasons, size_t reason_len);
+
 #endif

@@ -128,7 +128,7 @@ static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const
     }
     printf("  claim: INSERT consumed_event (%s, %s): 1 row affected\n", consumer, ev->id);
     char reason[1024] = "";
-    sc_handler_status st = p->h->handle(p->state, db->conn, ev, reason, sizeof reason);
+    sc_handler_status st = sc_plugin_handle(p, db->conn, ev, reason, sizeof reason);
     sc_db_last_error(db, &e);
     if (st == SC_HANDLER_OK && !sc_db_in_transaction(db)) {
         snprintf(why, why_len, "handler %s ended the transaction (commit, rollback or "
