@@ -1,50 +1,11 @@
 #include "event.h"
 
-#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json_span.h"
-
-int sc_is_canonical_uuid(const char *s, size_t len)
-{
-    if (len != 36)
-        return 0;
-    for (size_t i = 0; i < 36; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-')
-                return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-int sc_uuid_canonical(const char *s, size_t len, char out[37])
-{
-    if (len == 45 && strncasecmp(s, "urn:uuid:", 9) == 0)
-        s += 9, len -= 9;
-    else if (len == 38 && s[0] == '{' && s[37] == '}')
-        s += 1, len -= 2;
-    if (len != 36)
-        return -1;
-    for (size_t i = 0; i < 36; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-')
-                return -1;
-        } else if (!isxdigit((unsigned char)c)) {
-            return -1;
-        }
-        out[i] = (char)tolower((unsigned char)c);
-    }
-    out[36] = 0;
-    return 0;
-}
 
 /* The body with the value span [a, b) replaced by `null`, for a parser that
  * must not see `data` (it would convert or refuse its numbers). */

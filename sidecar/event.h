@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "sidecar/handler.h"
+#include "uuid_text.h"
 
 struct sc_parsed_event {
     struct sc_event ev;  /* what the handler sees; points into the members below */
@@ -15,14 +16,6 @@ struct sc_parsed_event {
      * canonical id, or the first 64 bytes of a malformed one (for logs). */
     char log_id[65];
 };
-
-/* Returns 1 when s is a canonical lowercase UUID (8-4-4-4-12 hex). */
-int sc_is_canonical_uuid(const char *s, size_t len);
-
-/* Accepts any RFC 4122 spelling of a UUID: hex digits of either case in
- * 8-4-4-4-12 groups, optionally in braces or after "urn:uuid:". Writes the
- * canonical lowercase form (37 bytes with the NUL) and returns 0, or -1. */
-int sc_uuid_canonical(const char *s, size_t len, char out[37]);
 
 /* Parses body[0..len). message_id is the AMQP property or NULL when absent.
  * Returns 0, or -1 with the reason the message is malformed in reason

@@ -234,3 +234,14 @@ int sc_json_member_span(const char *body, size_t len, const char *key, size_t *s
     ws(&s);
     return s.p == s.end ? found : -1;
 }
+
+int sc_json_text_valid(const char *s, size_t len)
+{
+    if (!s)
+        return 0;
+    struct scan sc = {s, s + len};
+    if (value(&sc, 0))
+        return 0;
+    ws(&sc);
+    return sc.p == sc.end;
+}
