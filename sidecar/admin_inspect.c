@@ -20,9 +20,8 @@ __attribute__((format(printf, 2, 3))) static MYSQL_RES *select_by_id(struct sc_d
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    if (mysql_real_query(db->conn, sql, strlen(sql)))
-        return NULL;
-    return mysql_store_result(db->conn);
+    struct sc_db_err e = {0};
+    return sc_db_select(db, sql, &e);
 }
 
 static json_t *str_or_null(const char *s)

@@ -53,15 +53,9 @@ long long sc_parse_duration_s(const char *s)
 static long long purge_batch(struct sc_db *db, const char *select_sql, const char *delete_head,
                              const char *delete_tail, int dry_run, struct sc_db_err *e)
 {
-    if (mysql_real_query(db->conn, select_sql, strlen(select_sql))) {
-        sc_db_last_error(db, e);
+    MYSQL_RES *r = sc_db_select(db, select_sql, e);
+    if (!r)
         return -1;
-    }
-    MYSQL_RES *r = mysql_store_result(db->conn);
-    if (!r) {
-        sc_db_last_error(db, e);
-        return -1;
-    }
     long long n = (long long)mysql_num_rows(r);
     if (n == 0 || dry_run) {
         mysql_free_result(r);
@@ -188,7 +182,7 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
                  "SELECT (SELECT COUNT(*) FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - "
                  "INTERVAL %lld SECOND), (SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHED' "
                  "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND)", older, older);
-        MYSQL_RES *r = mysql_real_query(db.conn, sql, strlen(sql)) ? NULL : mysql_store_result(db.conn);
+        MYSQL_RES *r = sc_db_select(&db, sql, &e);
         MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
         if (row)
             printf("consumed_event: would delete %s rows\noutbox_event (PUBLISHED): would delete %s rows\n",

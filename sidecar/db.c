@@ -193,6 +193,16 @@ int sc_db_query(struct sc_db *db, const char *sql, struct sc_db_err *e)
     return 0;
 }
 
+MYSQL_RES *sc_db_select(struct sc_db *db, const char *sql, struct sc_db_err *e)
+{
+    MYSQL_RES *r = NULL;
+    if (mysql_real_query(db->conn, sql, strlen(sql)) == 0)
+        r = mysql_store_result(db->conn);
+    if (!r)
+        sc_db_last_error(db, e);
+    return r;
+}
+
 int sc_db_commit(struct sc_db *db, struct sc_db_err *e)
 {
     if (mysql_commit(db->conn)) {
@@ -269,19 +279,16 @@ static int run_many(struct sc_db *db, const char *consumer, const char *const *i
     int rc;
     if (what != MANY_COUNT) {
         rc = sc_db_query(db, sql, e);
-    } else if ((rc = mysql_real_query(db->conn, sql, strlen(sql)) ? -1 : 0) != 0) {
-        sc_db_last_error(db, e);
     } else {
-        MYSQL_RES *res = mysql_store_result(db->conn);
+        MYSQL_RES *res = sc_db_select(db, sql, e);
         MYSQL_ROW r = res ? mysql_fetch_row(res) : NULL;
-        if (r && r[0])
+        rc = r && r[0] ? 0 : -1;
+        if (rc == 0)
             *count = strtol(r[0], NULL, 10);
-        else
-            rc = -1;
+        else if (res)
+            sc_db_last_error(db, e);
         if (res)
             mysql_free_result(res);
-        if (rc)
-            sc_db_last_error(db, e);
     }
     free(sql);
     free(quoted);

@@ -48,6 +48,10 @@ int sc_db_connected(const struct sc_db *db);
 
 /* Each returns 0, or -1 with e filled and classified. */
 int sc_db_query(struct sc_db *db, const char *sql, struct sc_db_err *e);
+
+/* Runs a statement that returns rows and stores them: the result (free it
+ * with mysql_free_result), or NULL with e filled. */
+MYSQL_RES *sc_db_select(struct sc_db *db, const char *sql, struct sc_db_err *e);
 int sc_db_commit(struct sc_db *db, struct sc_db_err *e);
 int sc_db_rollback(struct sc_db *db, struct sc_db_err *e);
 

@@ -11,15 +11,9 @@
 static int read_show(struct sc_db *db, const char *sql, struct sc_db_settings *s,
                      struct sc_db_err *e)
 {
-    if (mysql_real_query(db->conn, sql, strlen(sql))) {
-        sc_db_last_error(db, e);
+    MYSQL_RES *r = sc_db_select(db, sql, e);
+    if (!r)
         return -1;
-    }
-    MYSQL_RES *r = mysql_store_result(db->conn);
-    if (!r) {
-        sc_db_last_error(db, e);
-        return -1;
-    }
     MYSQL_ROW row;
     while ((row = mysql_fetch_row(r))) {
         const char *k = row[0] ? row[0] : "", *v = row[1] ? row[1] : "";

@@ -166,15 +166,9 @@ static int claim_select(struct relay *r, int expired, int limit, int *n, struct 
         snprintf(sql, sizeof sql, CLAIM_EXPIRED_SQL, limit);
     else
         snprintf(sql, sizeof sql, CLAIM_PENDING_SQL, limit);
-    if (mysql_real_query(r->db.conn, sql, strlen(sql))) {
-        sc_db_last_error(&r->db, e);
+    MYSQL_RES *res = sc_db_select(&r->db, sql, e);
+    if (!res)
         return -1;
-    }
-    MYSQL_RES *res = mysql_store_result(r->db.conn);
-    if (!res) {
-        sc_db_last_error(&r->db, e);
-        return -1;
-    }
     MYSQL_ROW row;
     while ((row = mysql_fetch_row(res)) && *n < r->rc->batch) {
         struct row *o = &r->rows[*n];
@@ -633,15 +627,14 @@ static void refresh_gauges(struct relay *r)
         "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) "
         "FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')";
     struct sc_db_err e = {0};
-    if (mysql_real_query(r->db.conn, sql, sizeof sql - 1) == 0) {
-        MYSQL_RES *res = mysql_store_result(r->db.conn);
-        MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+    MYSQL_RES *res = sc_db_select(&r->db, sql, &e);
+    if (res) {
+        MYSQL_ROW row = mysql_fetch_row(res);
         if (row && row[0] && row[1]) {
             atomic_store(&r->m.pending, atoll(row[0]));
             atomic_store(&r->m.oldest_pending_age_ms, atoll(row[1]) / 1000);
         }
-        if (res)
-            mysql_free_result(res);
+        mysql_free_result(res);
     }
     sc_db_rollback(&r->db, &e); /* end the read's transaction */
     r->last_gauge_ms = sc_now_ms();
