@@ -115,10 +115,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar dlq %s: say which: --id EVENT_ID or --all\n", verb);
         return 2;
     }
-    const struct sc_consumer_config *k = NULL;
-    for (size_t i = 0; i < cfg->n_consumers; i++)
-        if (strcmp(cfg->consumers[i].name, name) == 0)
-            k = &cfg->consumers[i];
+    const struct sc_consumer_config *k = sc_config_consumer(cfg, name);
     if (!k) {
         fprintf(stderr, "sidecar dlq: no consumer named '%s' in the config\n", name);
         return 2;

@@ -704,6 +704,14 @@ long long sc_config_retry_horizon_ms(const struct sc_consumer_config *k)
     return total;
 }
 
+const struct sc_consumer_config *sc_config_consumer(const struct sc_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        if (strcmp(cfg->consumers[i].name, name) == 0)
+            return &cfg->consumers[i];
+    return NULL;
+}
+
 /* Frees what the fields of t own in base (strings, arrays, lists, nested
  * sections and their elements). */
 static void free_table(const struct table *t, char *base)

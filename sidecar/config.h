@@ -89,6 +89,9 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
 
 void sc_config_free(struct sc_config *cfg);
 
+/* The consumer named name, or NULL. */
+const struct sc_consumer_config *sc_config_consumer(const struct sc_config *cfg, const char *name);
+
 /* Prints the reference of every key (Markdown table: key, default,
  * meaning with bounds) from the config tables. */
 void sc_config_print_reference(FILE *out);

@@ -181,10 +181,7 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
     int n_files;
     if (parse_args(argc, argv, &name, &files, &n_files))
         return 2;
-    const struct sc_consumer_config *k = NULL;
-    for (size_t i = 0; i < cfg->n_consumers; i++)
-        if (strcmp(cfg->consumers[i].name, name) == 0)
-            k = &cfg->consumers[i];
+    const struct sc_consumer_config *k = sc_config_consumer(cfg, name);
     if (!k) {
         fprintf(stderr, "sidecar try: no consumer named '%s' in the config\n", name);
         return 2;
