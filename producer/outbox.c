@@ -49,17 +49,17 @@ void sc_outbox_new_event_id(char out[37])
     uuid_unparse_lower(u, out);
 }
 
-static void set_err(struct sc_outbox_error *err, MYSQL *conn)
+void sc_outbox_error_from(struct sc_outbox_error *err, MYSQL *conn)
 {
     err->code = mysql_errno(conn);
     snprintf(err->sqlstate, sizeof err->sqlstate, "%s", mysql_sqlstate(conn));
     snprintf(err->message, sizeof err->message, "%s", mysql_error(conn));
 }
 
-static int run(MYSQL *conn, const char *sql, struct sc_outbox_error *err)
+int sc_outbox_exec(MYSQL *conn, const char *sql, struct sc_outbox_error *err)
 {
     if (mysql_real_query(conn, sql, strlen(sql))) {
-        set_err(err, conn);
+        sc_outbox_error_from(err, conn);
         return -1;
     }
     MYSQL_RES *r = mysql_store_result(conn);
@@ -99,7 +99,7 @@ static int insert_outbox(MYSQL *conn, const struct sc_outbox_event *ev, struct s
                      "event_version, payload, status, created_at) VALUES (%s, %s, %s, %s, %d, %s, "
                      "'PENDING', UTC_TIMESTAMP(6))",
                      id, at, ai, et, ev->event_version, pl);
-            rc = run(conn, sql, err);
+            rc = sc_outbox_exec(conn, sql, err);
             free(sql);
         }
     } else {
@@ -135,18 +135,18 @@ enum sc_outbox_outcome sc_outbox_write(MYSQL *conn, sc_outbox_business_fn busine
                                        struct sc_outbox_event *ev, struct sc_outbox_error *err)
 {
     memset(err, 0, sizeof *err);
-    if (run(conn, "START TRANSACTION", err))
+    if (sc_outbox_exec(conn, "START TRANSACTION", err))
         return mysql_errno(conn) >= 2000 ? SC_OUTBOX_UNKNOWN : SC_OUTBOX_ROLLED_BACK;
     if ((business && business(conn, arg, ev, err)) || refuse_invalid(ev, err) ||
         insert_outbox(conn, ev, err)) {
         struct sc_outbox_error rb;
         /* ROLLED_BACK only when the rollback itself answered. */
-        if (run(conn, "ROLLBACK", &rb))
+        if (sc_outbox_exec(conn, "ROLLBACK", &rb))
             return SC_OUTBOX_UNKNOWN;
         return SC_OUTBOX_ROLLED_BACK;
     }
     SC_FAULT("producer.before_commit");
-    if (run(conn, "COMMIT", err))
+    if (sc_outbox_exec(conn, "COMMIT", err))
         return SC_OUTBOX_UNKNOWN;
     return SC_OUTBOX_COMMITTED;
 }

@@ -5,26 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_err(struct sc_outbox_error *err, MYSQL *conn)
-{
-    err->code = mysql_errno(conn);
-    snprintf(err->sqlstate, sizeof err->sqlstate, "%s", mysql_sqlstate(conn));
-    snprintf(err->message, sizeof err->message, "%s", mysql_error(conn));
-}
-
-/* One statement; its result (if any) is dropped. */
-static int run(MYSQL *conn, const char *sql, struct sc_outbox_error *err)
-{
-    if (mysql_real_query(conn, sql, strlen(sql))) {
-        set_err(err, conn);
-        return -1;
-    }
-    MYSQL_RES *r = mysql_store_result(conn);
-    if (r)
-        mysql_free_result(r);
-    return 0;
-}
-
 /* Returns s escaped and in single quotes (malloc'd), or NULL. */
 static char *quote(MYSQL *conn, const char *s)
 {
@@ -57,7 +37,7 @@ static int insert_order(MYSQL *conn, void *arg, struct sc_outbox_event *ev,
                  "INSERT INTO orders (tenant_id, request_id, acceptance_event_id, version, status, "
                  "created_at) VALUES (%s, %s, '%s', 1, 'ACCEPTED', UTC_TIMESTAMP(6))",
                  t, r, ev->event_id);
-        rc = run(conn, sql, err);
+        rc = sc_outbox_exec(conn, sql, err);
     } else {
         snprintf(err->message, sizeof err->message, "tenant_id or request_id too long");
     }
@@ -103,14 +83,14 @@ int sc_order_reconcile(MYSQL *conn, const char *tenant_id, const char *request_i
     snprintf(sql, sizeof sql,
              "SELECT id, acceptance_event_id FROM orders WHERE tenant_id = %s AND request_id = %s "
              "FOR UPDATE", t, r);
-    if (run(conn, "START TRANSACTION", err) || mysql_real_query(conn, sql, strlen(sql))) {
+    if (sc_outbox_exec(conn, "START TRANSACTION", err) || mysql_real_query(conn, sql, strlen(sql))) {
         if (!err->code)
-            set_err(err, conn);
+            sc_outbox_error_from(err, conn);
         goto out;
     }
     MYSQL_RES *res = mysql_store_result(conn);
     if (!res) {
-        set_err(err, conn);
+        sc_outbox_error_from(err, conn);
         goto out;
     }
     MYSQL_ROW row = mysql_fetch_row(res);
@@ -121,7 +101,7 @@ int sc_order_reconcile(MYSQL *conn, const char *tenant_id, const char *request_i
         rc = 1;
     }
     mysql_free_result(res);
-    if (run(conn, "COMMIT", err))
+    if (sc_outbox_exec(conn, "COMMIT", err))
         rc = -1;
 out:
     free(t);

@@ -51,7 +51,8 @@ struct sc_outbox_event {
 void sc_outbox_new_event_id(char out[37]);
 
 /* The caller's business statements, run inside the transaction on conn.
- * Return 0, or non-zero after filling err (the transaction is rolled back). */
+ * Return 0, or non-zero after filling err (the transaction is rolled back;
+ * sc_outbox_exec and sc_outbox_error_from fill it). */
 typedef int (*sc_outbox_business_fn)(struct st_mysql *conn, void *arg, struct sc_outbox_event *ev,
                                      struct sc_outbox_error *err);
 
@@ -60,6 +61,13 @@ typedef int (*sc_outbox_business_fn)(struct st_mysql *conn, void *arg, struct sc
  * the event's `source`: no spaces), aggregate_id non-empty (`subject`),
  * event_type non-empty, payload_json exactly one JSON value. */
 int sc_outbox_check_event(const struct sc_outbox_event *ev, char *why, size_t why_len);
+
+/* Runs one statement on conn (any rows it returns are dropped). Returns 0,
+ * or -1 with err filled from the connection. */
+int sc_outbox_exec(struct st_mysql *conn, const char *sql, struct sc_outbox_error *err);
+
+/* Fills err from the connection's last error (code, SQLSTATE, message). */
+void sc_outbox_error_from(struct sc_outbox_error *err, struct st_mysql *conn);
 
 /* START TRANSACTION; business(); check the event (sc_outbox_check_event:
  * an invalid one is ROLLED_BACK with err->code 0 and the reason in
