@@ -136,6 +136,7 @@ static int container(struct scan *s, int depth, char close)
     }
     for (;;) {
         if (close == '}') {
+            ws(s); /* before every key, not only the first */
             if (string(s))
                 return -1;
             ws(s);

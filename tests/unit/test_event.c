@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sidecar/event.h"
+#include "sidecar/json_span.h"
 #include "tap.h"
 
 #define ID "4dc2061a-8b9e-44fe-b436-3ed01fc9eb6e"
@@ -72,7 +73,8 @@ int main(void)
     static const char *const datas[] = {
         "{\"n\":123456789012345678901234567890}", "{\"u64\":18446744073709551615}",
         "{\"inf\":1E400}", "{\"s\":\"a\\u0000b\"}", "{\"price\":19.99,\"p\":0.1}",
-        "[1, 2.50, {\"x\" : null}]", "\"text\"", "12.30"};
+        "[1, 2.50, {\"x\" : null}]", "\"text\"", "12.30",
+        "{\"a\": 1, \"b\": {\"c\": 2, \"d\": [1, 2]}}"};
     for (size_t i = 0; i < sizeof datas / sizeof *datas; i++) {
         char body[512];
         snprintf(body, sizeof body, "{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\","
@@ -83,6 +85,10 @@ int main(void)
         if (rc == 0)
             sc_event_free(&e);
     }
+    /* The validator the relay and the producer helper use (json_span.c). */
+    ok(sc_json_text_valid(" {\"a\": 1, \"b\": [true, null, \"x\"]} ", 34), "valid JSON text accepted");
+    ok(!sc_json_text_valid("{\"a\": 1,}", 10) && !sc_json_text_valid("{\"a\":1} 2", 9) &&
+       !sc_json_text_valid("\"\xff\"", 3), "invalid JSON text refused (trailing comma, two values, bad UTF-8)");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"data\":{\"a\":01}}",
             NULL, "not valid JSON", "data with a bad number is refused");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"data\":\"\xff\"}",
