@@ -206,9 +206,10 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
         sc_consumer_metrics_init(&cs[i].m, cs[i].k->name, cs[i].k->workers);
         if (sc_plugin_load(&cs[i].plugin, cs[i].k->handler, cs[i].k->handler_config, err,
                            sizeof err)) {
+            /* One line: the JSON logger writes to stderr too, so a plain
+             * copy would only say it twice on the same stream. */
             struct sc_log_fields lf = {.consumer = cs[i].k->name};
             sc_log(SC_LOG_ERROR, &lf, "consumers[%zu].handler: %s", i, err);
-            fprintf(stderr, "sidecar: consumers[%zu].handler: %s\n", i, err);
             for (size_t j = 0; j < i; j++)
                 sc_plugin_unload(&cs[j].plugin);
             return -1;
@@ -240,8 +241,7 @@ int sc_consume_run(const struct sc_config *cfg)
     char err[512];
     if (ws && strcmp(cfg->http_listen, "off") != 0 &&
         !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
-        fprintf(stderr, "sidecar: %s\n", err);
-        sc_error("%s", err);
+        sc_error("%s", err); /* once: this line goes to stderr already */
         free(ws);
         ws = NULL;
     }
