@@ -495,7 +495,7 @@ failed:
     return -1;
 }
 
-int sc_amqp_service(struct sc_amqp *a)
+int sc_amqp_service_err(struct sc_amqp *a, char *err, size_t err_len)
 {
     for (;;) {
         amqp_frame_t f;
@@ -506,18 +506,25 @@ int sc_amqp_service(struct sc_amqp *a)
             return 0;
         }
         if (rc != AMQP_STATUS_OK)
-            return -1;
+            return fail(err, err_len, "amqp", amqp_error_string2(rc));
         if (f.frame_type == AMQP_FRAME_METHOD &&
             (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
              f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)) {
-            char err[256];
-            handle_close_frame(a, &f, err, sizeof err);
-            sc_warn("publisher connection: %s", err);
+            handle_close_frame(a, &f, err, err_len);
             return -1;
         }
         /* Anything else here is a late confirm of an earlier timed-out
          * publish: its message was already treated as not confirmed. */
     }
+}
+
+int sc_amqp_service(struct sc_amqp *a)
+{
+    char err[256] = "";
+    if (sc_amqp_service_err(a, err, sizeof err) == 0)
+        return 0;
+    sc_warn("publisher connection: %s", err);
+    return -1;
 }
 
 void sc_amqp_props_clear_ttl(amqp_basic_properties_t *p)
