@@ -159,8 +159,9 @@ int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *
     char *const single[1] = {cfg->amqp_url};
     char *const *urls = cfg->n_amqp_urls ? cfg->amqp_urls : single;
     size_t n = cfg->n_amqp_urls ? cfg->n_amqp_urls : 1;
+    size_t start = next_node; /* next_node moves below: each node once */
     for (size_t k = 0; k < n; k++) {
-        size_t i = (next_node + k) % n;
+        size_t i = (start + k) % n;
         char where[300];
         sc_url_endpoint(urls[i], where, sizeof where);
         next_node = i + 1;

@@ -109,6 +109,10 @@ c = copy.deepcopy(base)
 c["amqp"]["url"] = [os.environ["SC_TEST_AMQP_URL"], "amqp://guest:guest@127.0.0.3:1/"]
 rc, out = run_sidecar_cmd(["check"], c)
 is_eq(rc, 1, "check with a broker node down: exit 1")
+# The consumer's connect starts at the node after the last one used (node 1,
+# down) and must fail over to node 0, not try node 1 twice.
+ok(f"amqp: consumer {c['consumers'][0]['name']}: queue" in out,
+   "check: the consumer's connect fails over to the node that is up", detail=out[-600:])
 down = [line for line in out.splitlines() if "127.0.0.3" in line]
 is_eq(len(down), 1, f"check: the node that is down is reported on one line ({out.strip()[:600]})")
 done()
