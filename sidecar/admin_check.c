@@ -10,6 +10,7 @@
 #include "amqp_conn.h"
 #include "db.h"
 #include "db_settings.h"
+#include "log.h"
 #include "plugin.h"
 #include "try.h"
 #include "url.h"
@@ -101,6 +102,11 @@ int sc_check_run(const struct sc_config *cfg)
         rc |= check_mysql_node(cfg, i);
     for (size_t i = 0; n_amqp > 1 && i < n_amqp; i++)
         rc |= check_amqp_node(cfg, i);
+    /* Every node has been checked and reported above. The connects below
+     * fail over between the nodes, and their own lines ("node N: ...;
+     * trying the next node", "connected to node N of M") would report the
+     * same nodes again, as JSON among check's plain lines. */
+    sc_log_min_level = SC_LOG_ERROR;
     /* Handlers that can check themselves against the schema (sql.so: every
      * statement prepares) do it now, on the first node. */
     struct sc_db db;

@@ -159,8 +159,9 @@ int sc_amqp_connect(struct sc_amqp *a, const struct sc_config *cfg, const char *
     char *const single[1] = {cfg->amqp_url};
     char *const *urls = cfg->n_amqp_urls ? cfg->amqp_urls : single;
     size_t n = cfg->n_amqp_urls ? cfg->n_amqp_urls : 1;
+    size_t start = next_node; /* next_node moves below: each node once */
     for (size_t k = 0; k < n; k++) {
-        size_t i = (next_node + k) % n;
+        size_t i = (start + k) % n;
         char where[300];
         sc_url_endpoint(urls[i], where, sizeof where);
         next_node = i + 1;
@@ -495,7 +496,7 @@ failed:
     return -1;
 }
 
-int sc_amqp_service(struct sc_amqp *a)
+int sc_amqp_service_err(struct sc_amqp *a, char *err, size_t err_len)
 {
     for (;;) {
         amqp_frame_t f;
@@ -506,18 +507,25 @@ int sc_amqp_service(struct sc_amqp *a)
             return 0;
         }
         if (rc != AMQP_STATUS_OK)
-            return -1;
+            return fail(err, err_len, "amqp", amqp_error_string2(rc));
         if (f.frame_type == AMQP_FRAME_METHOD &&
             (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
              f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)) {
-            char err[256];
-            handle_close_frame(a, &f, err, sizeof err);
-            sc_warn("publisher connection: %s", err);
+            handle_close_frame(a, &f, err, err_len);
             return -1;
         }
         /* Anything else here is a late confirm of an earlier timed-out
          * publish: its message was already treated as not confirmed. */
     }
+}
+
+int sc_amqp_service(struct sc_amqp *a)
+{
+    char err[256] = "";
+    if (sc_amqp_service_err(a, err, sizeof err) == 0)
+        return 0;
+    sc_warn("publisher connection: %s", err);
+    return -1;
 }
 
 void sc_amqp_props_clear_ttl(amqp_basic_properties_t *p)

@@ -62,7 +62,10 @@ static void session_close(struct worker *w)
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
 }
 
-static int session_open(struct worker *w)
+/* Opens the worker's database and broker sessions. Returns 0, or -1 with
+ * why (and the database error code, if that was it) filled: the caller
+ * decides to retry and logs it, once, with the attempt and the delay. */
+static int session_open(struct worker *w, char *why, size_t why_len, unsigned *code)
 {
     const struct sc_config *cfg = w->c->cfg;
     const struct sc_consumer_config *k = w->c->k;
@@ -70,28 +73,29 @@ static int session_open(struct worker *w)
     struct sc_db_err e = {0};
     char err[512], name[300];
 
+    *code = 0;
     if (sc_db_connect(&w->db, cfg, &e) || sc_db_prepare_consumer(&w->db, &e)) {
-        lf.error_code = e.code;
-        sc_log(SC_LOG_WARN, &lf, "database connect failed: %s", e.msg);
+        *code = e.code;
+        snprintf(why, why_len, "database connect failed: %s", e.msg);
         return -1;
     }
     sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 1);
     snprintf(name, sizeof name, "sidecar consume %s worker %d", k->name, w->index);
     if (sc_amqp_connect(&w->in, cfg, name, err, sizeof err) ||
         sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {
-        sc_log(SC_LOG_WARN, &lf, "broker: %s", err);
+        snprintf(why, why_len, "broker: %s", err);
         return -1;
     }
     snprintf(name, sizeof name, "sidecar publish %s worker %d", k->name, w->index);
     if (sc_amqp_connect(&w->out, cfg, name, err, sizeof err) ||
         sc_amqp_confirm_select(&w->out, err, sizeof err)) {
-        sc_log(SC_LOG_WARN, &lf, "broker (publisher): %s", err);
+        snprintf(why, why_len, "broker (publisher): %s", err);
         return -1;
     }
     snprintf(name, sizeof name, "sidecar-%s-%d", k->name, w->index);
     sc_worker_gauge(&w->c->m.amqp_connected, &w->up_amqp, 1);
     if (sc_amqp_start_consume(&w->in, k->queue, k->prefetch, name, err, sizeof err)) {
-        sc_log(SC_LOG_WARN, &lf, "broker: %s", err);
+        snprintf(why, why_len, "broker: %s", err);
         return -1;
     }
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
@@ -118,8 +122,8 @@ static long consume_loop(struct worker *w, struct item *items)
          * retries: service its heartbeats even while deliveries stream. */
         if (sc_now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
             last_service_ms = sc_now_ms();
-            if (sc_amqp_service(&w->out)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost");
+            if (sc_amqp_service_err(&w->out, err, sizeof err)) {
+                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
                 break;
             }
         }
@@ -174,9 +178,13 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     unsigned long long failures = 0; /* sessions in a row that handled nothing */
     mysql_thread_init();
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
     while (!sc_stop_requested()) {
         long handled = 0;
-        if (session_open(w) == 0)
+        char why[700] = "";
+        unsigned code = 0;
+        int opened = session_open(w, why, sizeof why, &code) == 0;
+        if (opened)
             handled = consume_loop(w, w->items);
         /* Closing the channel returns every unacked delivery to the queue. */
         session_close(w);
@@ -191,7 +199,14 @@ static void *worker_main(void *arg)
             break;
         if (handled > 0)
             failures = 0;
-        sc_sleep_ms(sc_backoff_ms(++failures));
+        int delay = sc_backoff_ms(++failures);
+        if (!opened) {
+            /* One warn per attempt, numbered, with its wait: a server that
+             * stays away shows how long it has been, not one line repeated. */
+            lf.error_code = code;
+            sc_log(SC_LOG_WARN, &lf, "%s; attempt %llu, retrying in %d ms", why, failures, delay);
+        }
+        sc_sleep_ms(delay);
     }
     mysql_thread_end();
     return NULL;
@@ -206,9 +221,10 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
         sc_consumer_metrics_init(&cs[i].m, cs[i].k->name, cs[i].k->workers);
         if (sc_plugin_load(&cs[i].plugin, cs[i].k->handler, cs[i].k->handler_config, err,
                            sizeof err)) {
+            /* One line: the JSON logger writes to stderr too, so a plain
+             * copy would only say it twice on the same stream. */
             struct sc_log_fields lf = {.consumer = cs[i].k->name};
             sc_log(SC_LOG_ERROR, &lf, "consumers[%zu].handler: %s", i, err);
-            fprintf(stderr, "sidecar: consumers[%zu].handler: %s\n", i, err);
             for (size_t j = 0; j < i; j++)
                 sc_plugin_unload(&cs[j].plugin);
             return -1;
@@ -240,8 +256,7 @@ int sc_consume_run(const struct sc_config *cfg)
     char err[512];
     if (ws && strcmp(cfg->http_listen, "off") != 0 &&
         !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
-        fprintf(stderr, "sidecar: %s\n", err);
-        sc_error("%s", err);
+        sc_error("%s", err); /* once: this line goes to stderr already */
         free(ws);
         ws = NULL;
     }

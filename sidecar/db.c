@@ -112,8 +112,9 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     char *const single[1] = {cfg->mysql_url};
     char *const *urls = cfg->n_mysql_urls ? cfg->mysql_urls : single;
     size_t n = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
+    size_t start = next_node; /* next_node moves below: each node once */
     for (size_t k = 0; k < n; k++) {
-        size_t i = (next_node + k) % n;
+        size_t i = (start + k) % n;
         char where[300];
         sc_url_endpoint(urls[i], where, sizeof where);
         if (connect_one(db, cfg, urls[i], e) == 0) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,23 @@
 struct sc_http {
     struct MHD_Daemon *d;
 };
+
+/* libmicrohttpd's own messages, which it would otherwise print as plain
+ * text on stderr beside the JSON lines. The one that matters, a listen that
+ * fails, is reported once by whoever decides (sc_http_start's caller); the
+ * library's wording of it ("Failed to bind to port ...") is detail. */
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (!sc_log_enabled(SC_LOG_DEBUG))
+        return;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    sc_debug("http: libmicrohttpd: %s", msg);
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
                              int owned)
@@ -82,7 +100,8 @@ struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
     h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                             on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, err_len, "http.listen: cannot listen on %s (in use, or not a local address)",
                  listen);
