@@ -496,7 +496,7 @@ failed:
     return -1;
 }
 
-int sc_amqp_service_err(struct sc_amqp *a, char *err, size_t err_len)
+int sc_amqp_service(struct sc_amqp *a, char *err, size_t err_len)
 {
     for (;;) {
         amqp_frame_t f;
@@ -517,15 +517,6 @@ int sc_amqp_service_err(struct sc_amqp *a, char *err, size_t err_len)
         /* Anything else here is a late confirm of an earlier timed-out
          * publish: its message was already treated as not confirmed. */
     }
-}
-
-int sc_amqp_service(struct sc_amqp *a)
-{
-    char err[256] = "";
-    if (sc_amqp_service_err(a, err, sizeof err) == 0)
-        return 0;
-    sc_warn("publisher connection: %s", err);
-    return -1;
 }
 
 void sc_amqp_props_clear_ttl(amqp_basic_properties_t *p)

@@ -101,11 +101,7 @@ int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t 
 /* Services heartbeats on an otherwise idle connection and drains stray
  * frames. Returns 0, or -1 with err filled when the connection is gone (the
  * caller logs it: it knows whose connection it was and what happens next). */
-int sc_amqp_service_err(struct sc_amqp *a, char *err, size_t err_len);
-
-/* The same, logging the reason itself (a warn "publisher connection: ...")
- * for a caller that does not (the relay, until it uses the one above). */
-int sc_amqp_service(struct sc_amqp *a);
+int sc_amqp_service(struct sc_amqp *a, char *err, size_t err_len);
 
 /* Sends one heartbeat frame now (for a thread busy elsewhere: rabbitmq-c
  * sends them only inside its own calls). Returns 0 when sent. */

@@ -122,7 +122,7 @@ static long consume_loop(struct worker *w, struct item *items)
          * retries: service its heartbeats even while deliveries stream. */
         if (sc_now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
             last_service_ms = sc_now_ms();
-            if (sc_amqp_service_err(&w->out, err, sizeof err)) {
+            if (sc_amqp_service(&w->out, err, sizeof err)) {
                 sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
                 break;
             }

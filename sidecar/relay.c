@@ -433,14 +433,14 @@ static int db_backoff_ms(unsigned long long k, int transient)
     return sc_backoff_ms(k);
 }
 
-static int connect_amqp(struct relay *r)
+/* Fills err; the retry loop logs it, with the attempt and the wait. */
+static int connect_amqp(struct relay *r, char *err, size_t err_len)
 {
-    char err[512], name[256];
+    char name[256];
     snprintf(name, sizeof name, "sidecar relay %s", r->worker_id);
-    if (sc_amqp_connect(&r->amqp, r->cfg, name, err, sizeof err) ||
-        sc_amqp_declare_exchange(&r->amqp, r->rc->exchange, err, sizeof err) ||
-        sc_amqp_confirm_select(&r->amqp, err, sizeof err)) {
-        sc_warn("relay: broker: %s", err);
+    if (sc_amqp_connect(&r->amqp, r->cfg, name, err, err_len) ||
+        sc_amqp_declare_exchange(&r->amqp, r->rc->exchange, err, err_len) ||
+        sc_amqp_confirm_select(&r->amqp, err, err_len)) {
         sc_amqp_close(&r->amqp);
         return -1;
     }
@@ -683,7 +683,6 @@ int sc_relay_run(const struct sc_config *cfg)
     char err[512];
     if (strcmp(cfg->http_listen, "off") != 0 &&
         !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
-        fprintf(stderr, "sidecar: %s\n", err);
         sc_error("%s", err);
         return 1;
     }
@@ -703,13 +702,17 @@ int sc_relay_run(const struct sc_config *cfg)
     int poll = POLL_MIN_MS, cur = 0;
     struct batch *inflight = NULL;
     while (!sc_stop_requested()) {
+        char why[512] = "";
         if ((!sc_db_connected(&r.db) && connect_db(&r)) ||
-            (!sc_amqp_connected(&r.amqp) && connect_amqp(&r))) {
+            (!sc_amqp_connected(&r.amqp) && connect_amqp(&r, why, sizeof why))) {
             if (inflight) {
                 finish_batch(&r, inflight);
                 inflight = NULL;
             }
-            sc_sleep_ms(sc_backoff_ms(++connect_failures));
+            int wait = sc_backoff_ms(++connect_failures);
+            if (why[0]) /* the database's failures are logged by db_failed */
+                sc_warn("relay: broker: %s; attempt %llu, retrying in %d ms", why, connect_failures, wait);
+            sc_sleep_ms(wait);
             continue;
         }
         connect_failures = 0;
@@ -742,8 +745,10 @@ int sc_relay_run(const struct sc_config *cfg)
         if (n == 0) {
             /* Idle: back off up to poll_ms, and keep the broker connection's
              * heartbeats going meanwhile. */
-            if (sc_amqp_connected(&r.amqp) && sc_amqp_service(&r.amqp))
+            if (sc_amqp_connected(&r.amqp) && sc_amqp_service(&r.amqp, why, sizeof why)) {
+                sc_warn("relay: broker connection lost: %s", why);
                 amqp_lost(&r);
+            }
             sc_sleep_ms(poll);
             poll = poll * 2 > r.rc->poll_ms ? r.rc->poll_ms : poll * 2;
             continue;

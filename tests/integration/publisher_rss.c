@@ -79,8 +79,9 @@ int main(int argc, char **argv)
         if (rss_warm < 0 && sent >= count / 10)
             rss_warm = rss_kib();
     }
-    if (sc_amqp_service(&a)) {
-        fprintf(stderr, "publisher_rss: the connection failed at the end\n");
+    char why[256] = "";
+    if (sc_amqp_service(&a, why, sizeof why)) {
+        fprintf(stderr, "publisher_rss: the connection failed at the end: %s\n", why);
         return 1;
     }
     long rss_end = rss_kib();
