@@ -112,8 +112,11 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
         struct timespec pause = {0, 5 * 1000000L}; /* let live traffic in between */
         nanosleep(&pause, NULL);
     }
-    printf("%s: deleted %lld rows (%d batches%s)\n", what, total, batches,
-           deadlocks ? ", deadlocks retried" : "");
+    if (deadlocks)
+        printf("%s: deleted %lld rows (%d batches, %d retried after a deadlock or lock wait)\n",
+               what, total, batches, deadlocks);
+    else
+        printf("%s: deleted %lld rows (%d batches)\n", what, total, batches);
     return total;
 }
 

@@ -5,6 +5,8 @@ scenario, the ratios the targets are stated in, latency at 100 events/s,
 peak RSS, and the CPU each process burned per 1000 events (where the time
 goes on this machine)."""
 import json
+import socket
+import re
 import os
 import statistics
 import subprocess
@@ -12,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 
 import pika
@@ -36,7 +39,28 @@ def q(sql, args=None):
 
 
 def consumed(name):
+    """Rows claimed so far (the per-message baseline has no /metrics): an
+    index range count, so measure() polls it only every 0.5 s."""
     return q("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s", (name,))[0][0]
+
+
+def handled(port, name):
+    """The sidecar's own counter from /metrics: polling costs the database nothing."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0
+    return sum(int(v) for v in re.findall(
+        r'^sidecar_messages_total\{consumer="%s",outcome="[^"]*"\} (\d+)$' % re.escape(name), text, re.M))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 def pids_of(name):
@@ -82,7 +106,7 @@ def delete_queue(queue):
     c.close()
 
 
-def measure(name, start_proc, counter, extra_pids=()):
+def measure(name, start_proc, counter, extra_pids=(), poll_s=0.05):
     """Runs until N are processed or MAX_S; returns (events/s, processed, cpu dict, proc)."""
     before = {k: cpu(v) for k, v in SERVER_PIDS.items()}
     t0 = time.time()
@@ -92,7 +116,7 @@ def measure(name, start_proc, counter, extra_pids=()):
         done = counter()
         if done >= N:
             break
-        time.sleep(0.05)
+        time.sleep(poll_s)
     dt = time.time() - t0
     done = counter()
     usage = {k: cpu(v) - before[k] for k, v in SERVER_PIDS.items()}
@@ -100,10 +124,11 @@ def measure(name, start_proc, counter, extra_pids=()):
     return done / dt, done, usage, proc, dt
 
 
-def sidecar_config(name, batch, workers, prefetch, level="warn"):
+def sidecar_config(name, batch, workers, prefetch, level="warn", port=None, handler=None):
     path = os.path.join(tempfile.mkdtemp(), "c.json")
     json.dump({"amqp": {"url": AMQP}, "mysql": {"url": MYSQL}, "log": {"level": level},
-               "consumers": [{"name": name, "queue": name, "handler": HANDLER, "batch_max": batch,
+               "http": {"listen": f"127.0.0.1:{port}" if port else "off"},
+               "consumers": [{"name": name, "queue": name, "handler": handler or HANDLER, "batch_max": batch,
                               "workers": workers, "prefetch": prefetch}]}, open(path, "w"))
     return path
 
@@ -126,16 +151,19 @@ def report(key, label, rate, done, usage, dt, extra=""):
           + ", ".join(f"{k} {v}" for k, v in per_k.items()) + extra, flush=True)
 
 
-def run_sidecar(key, label, batch, workers, prefetch):
+def run_sidecar(key, label, batch, workers, prefetch, build=None):
     name = f"bench-{key}-{uuid.uuid4().hex[:6]}"
     preload(name)
-    path = sidecar_config(name, batch, workers, prefetch)
+    port = free_port()
+    build = build or BUILD
+    path = sidecar_config(name, batch, workers, prefetch, port=port,
+                          handler=f"{build}/handlers/notification_job/notification_job.so")
     holder = {}
 
     def start():
-        holder["p"] = subprocess.Popen([SIDECAR, "consume", "-c", path], stderr=subprocess.DEVNULL)
+        holder["p"] = subprocess.Popen([f"{build}/sidecar/sidecar", "consume", "-c", path], stderr=subprocess.DEVNULL)
         return holder["p"]
-    rate, done, usage, proc, dt = measure(name, start, lambda: consumed(name))
+    rate, done, usage, proc, dt = measure(name, start, lambda: handled(port, name))
     usage["client"] = cpu([proc.pid])
     rss = vm_hwm_kib(proc.pid)
     proc.terminate()
@@ -144,6 +172,26 @@ def run_sidecar(key, label, batch, workers, prefetch):
     report(key, label, rate, done, usage, dt, f"  peak RSS {rss / 1024:.1f} MiB")
     results[key]["peak_rss_mib"] = round(rss / 1024, 1)
 
+
+if os.environ.get("BENCH_COMPARE"):
+    # Two builds of the sidecar (this one, A, and BENCH_COMPARE, B: e.g. a
+    # release build of an older commit), same scenarios interleaved
+    # A-B-A-B-A-B, ratios of the means: a change that should not move
+    # throughput is checked against the noise of the same run.
+    other = os.environ["BENCH_COMPARE"]
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    for key, label, batch, workers, prefetch in (("b64_w2", "batch 64, 2 workers, prefetch 1024", 64, 2, 1024),
+                                                 ("b1_w1", "batch 1, 1 worker", 1, 1, 256)):
+        rates = {"A": [], "B": []}
+        for r in range(rounds):
+            for side, build in (("A", BUILD), ("B", other)):
+                run_sidecar(f"{key}_{side}{r}", f"{side}: {label}", batch, workers, prefetch, build=build)
+                rates[side].append(results[f"{key}_{side}{r}"]["events_per_s"])
+        a, b = statistics.mean(rates["A"]), statistics.mean(rates["B"])
+        print(f"{label}: A (this build) {a:.0f} ev/s, B ({other}) {b:.0f} ev/s, A / B = {a / b:.2f}  "
+              f"(A runs {', '.join(f'{x:.0f}' for x in rates['A'])}; B runs {', '.join(f'{x:.0f}' for x in rates['B'])})",
+              flush=True)
+    sys.exit(0)
 
 print(f"# N = {N} persistent CloudEvents messages per scenario, time-boxed at {MAX_S:.0f} s; "
       f"MariaDB with innodb_flush_log_at_trx_commit=1; {os.cpu_count()} cores", flush=True)
@@ -174,7 +222,7 @@ preload(name)
 host_port = MYSQL.split("@", 1)[1].split("/", 1)[0]
 rate, done, usage, proc, dt = measure(name, lambda: subprocess.Popen(
     ["/usr/bin/python3", os.path.join(HERE, "baseline.py"), AMQP, host_port.split(":")[0], host_port.split(":")[1],
-     name, name, str(MAX_S)]), lambda: consumed(name))
+     name, name, str(MAX_S)]), lambda: consumed(name), poll_s=0.5)
 proc.wait()
 delete_queue(name)
 report("baseline", "(b) baseline: pika + MySQLdb, 1 txn/message", rate, done, usage, dt)

@@ -3,11 +3,13 @@
 
 BENCH_CONSUMED_PART (space-separated, default "size rss purge"):
   size   consume ev/s with consumed_event empty, then pre-filled with BENCH_FILL
-         rows (default 2,000,000) of history for the same consumer, for
-         time-ordered (UUIDv7) and random (v4) ids, A-B-A: empty, big, big again.
+         rows (default 2,000,000) of history for the same consumer with
+         time-ordered (UUIDv7) ids and BENCH_FILL_V4 (default: BENCH_FILL) with
+         random (v4) ids, A-B-A: empty, big, big again, (purge), empty again.
   rss    one `consume` over BENCH_RSS_N events (default 300,000): VmRSS after
          warm-up (BENCH_RSS_WARM, 20,000) vs at the end.
-  purge  consume ev/s while `sidecar purge` deletes the expired history ÷ without.
+  purge  consume ev/s while `sidecar purge` deletes the expired history ÷ without
+         (on the size part's table when both run: BENCH_FILL + BENCH_FILL_V4 rows).
 Progress comes from the sidecar's /metrics (sidecar_messages_total), never from
 COUNT(*) over the big table. Rows are filled by INSERT ... SELECT from
 seq_1_to_N with ids made in SQL. The buffer pool is set to BENCH_POOL_MB (128)
@@ -33,6 +35,7 @@ SOCK = os.environ["SC_TEST_MYSQL_SOCKET"]
 SIDECAR = f"{BUILD}/sidecar/sidecar"
 HANDLER = f"{BUILD}/handlers/notification_job/notification_job.so"
 FILL = int(os.environ.get("BENCH_FILL", "2000000"))
+FILL_V4 = int(os.environ.get("BENCH_FILL_V4", str(FILL)))
 MSGS = int(os.environ.get("BENCH_MSGS", "20000"))
 PURGE_MSGS = int(os.environ.get("BENCH_PURGE_MSGS", "100000"))
 RSS_N = int(os.environ.get("BENCH_RSS_N", "300000"))
@@ -183,26 +186,25 @@ if "size" in PARTS:
     e4, _ = scenario("v4 ids, consumed_event empty (A)", c4, "v4")
     q("TRUNCATE consumed_event")
     fill(c7, FILL, "v7")
-    fill(c4, FILL, "v4")
+    fill(c4, FILL_V4, "v4")
     settle()
     size = q("SELECT ROUND(index_length / 1048576), ROUND(data_length / 1048576) FROM information_schema.tables "
              "WHERE table_schema = 'app' AND table_name = 'consumed_event'")[0]
-    print(f"# consumed_event: {2 * FILL} rows (+ the empty runs'), secondary indexes ~{size[0]} MB, data ~{size[1]} MB",
-          flush=True)
+    print(f"# consumed_event: {FILL + FILL_V4} rows (+ the empty runs'), secondary indexes ~{size[0]} MB, "
+          f"data ~{size[1]} MB", flush=True)
     b7, _ = scenario(f"v7 ids, {FILL} rows of history for this consumer (B)", c7, "v7")
-    b4, _ = scenario(f"v4 ids, {FILL} rows of history for this consumer (B)", c4, "v4")
+    b4, _ = scenario(f"v4 ids, {FILL_V4} rows of history for this consumer (B)", c4, "v4")
     b7b, _ = scenario(f"v7 ids, {FILL} rows of history (B again)", c7, "v7")
-    b4b, _ = scenario(f"v4 ids, {FILL} rows of history (B again)", c4, "v4")
-    q("TRUNCATE consumed_event")
-    e7b, _ = scenario("v7 ids, consumed_event empty (A again)", c7, "v7")
-    e4b, _ = scenario("v4 ids, consumed_event empty (A again)", c4, "v4")
-    ratios.append((f"v7: at {FILL} rows / empty", (b7 + b7b) / (e7 + e7b), ">= 0.8"))
-    ratios.append((f"v4: at {FILL} rows / empty", (b4 + b4b) / (e4 + e4b), "(random ids: the sizing rule)"))
+    b4b, _ = scenario(f"v4 ids, {FILL_V4} rows of history (B again)", c4, "v4")
+    ratios.append((f"v7: at {FILL} rows / empty", None, ">= 0.8"))
+    ratios.append((f"v4: at {FILL_V4} rows / empty", None, "(random ids: the sizing rule)"))
 
 if "purge" in PARTS:
     if not q("SELECT 1 FROM consumed_event WHERE consumed_at < NOW() - INTERVAL 8 DAY LIMIT 1"):
         fill(c7, FILL, "v7")
         settle()
+    before = q("SELECT COUNT(*) FROM consumed_event")[0][0]  # outside every measured window
+    dl0 = int(q("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")[0][1])
     r0, _ = scenario("v7 ids, no purge running (A)", c7, "v7", PURGE_MSGS)
 
     def start_purge(c):
@@ -210,21 +212,36 @@ if "purge" in PARTS:
         p = subprocess.Popen([SIDECAR, "purge", "-c", c.config, "--older-than", "8d"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         return (p, t0)
-    r1, (p, t0) = scenario("v7 ids, while `sidecar purge --older-than 8d` runs (B)", c7, "v7", PURGE_MSGS, during=start_purge)
+    r1, (p, t0) = scenario("v7 ids, while `sidecar purge --older-than 8d` runs (B)", c7, "v7", PURGE_MSGS,
+                           during=start_purge)
     running = p.poll() is None
     if running:
-        p.terminate()
+        p.terminate()  # it stops after its current batch and prints what it deleted
     out = p.communicate()[0]
+    took = time.time() - t0
     if not running and p.returncode != 0:
         raise SystemExit(f"purge failed: {out}")
-    print(f"# purge {'still running at the end of B' if running else 'finished'} after {time.time() - t0:.0f} s,"
-          f" rc {p.returncode}: {out.strip()[-300:]}", flush=True)
+    m = re.search(r"consumed_event: deleted (\d+) rows", out)
+    deleted = int(m.group(1)) if m else 0
+    print(f"# purge {'stopped at the end of B' if running else 'finished'} after {took:.0f} s: {out.strip()[-200:]}"
+          f" ({deleted / took:.0f} rows/s; {before} rows in the table before)", flush=True)
     if not running:
         print("# (the purge ended before the consumer: B includes time without purge)", flush=True)
     r2, _ = scenario("v7 ids, no purge running (A again)", c7, "v7", PURGE_MSGS)
-    dl = q("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+    dl = int(q("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")[0][1]) - dl0
+    waits = q("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_time_max'")[0][1]
     ratios.append(("consume during purge / without", r1 / ((r0 + r2) / 2), ">= 0.7"))
-    print(f"# {dl[0][0]} = {dl[0][1]} (server-wide, since start)", flush=True)
+    ratios.append(("deadlocks during the purge part", dl, "0"))
+    print(f"# Innodb_deadlocks during the purge part: {dl}; Innodb_row_lock_time_max (server-wide) {waits} ms",
+          flush=True)
+
+if "size" in PARTS:
+    q("TRUNCATE consumed_event")
+    e7b, _ = scenario("v7 ids, consumed_event empty (A again)", c7, "v7")
+    e4b, _ = scenario("v4 ids, consumed_event empty (A again)", c4, "v4")
+    ratios = [(f"v7: at {FILL} rows / empty", (b7 + b7b) / (e7 + e7b), t) if v is None and lbl.startswith("v7") else
+              (f"v4: at {FILL_V4} rows / empty", (b4 + b4b) / (e4 + e4b), t) if v is None else (lbl, v, t)
+              for lbl, v, t in ratios]
 
 if "rss" in PARTS:
     name = f"bench-rss-{tag}"

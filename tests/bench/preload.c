@@ -1,6 +1,8 @@
-/* preload AMQP_URL QUEUE N [v7]: declares QUEUE (durable) and fills it with N
+/* preload AMQP_URL QUEUE N [v7|v4 [CHUNK]]: declares QUEUE (durable) and fills it with N
  * persistent CloudEvents ORDER_ACCEPTED messages, under publisher confirms.
- * Event ids are random (v4) unless "v7" asks for time-ordered UUIDv7 ids. */
+ * Event ids are random (v4) unless "v7" asks for time-ordered UUIDv7 ids.
+ * CHUNK (default and at most 2000) is how many are published per wait for
+ * their confirms. */
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
@@ -20,6 +22,9 @@ int main(int argc, char **argv)
     const char *queue = argv[2];
     long n = atol(argv[3]);
     int v7 = argc > 4 && strcmp(argv[4], "v7") == 0;
+    int chunk = argc > 5 ? atoi(argv[5]) : CHUNK;
+    if (chunk < 1 || chunk > CHUNK)
+        chunk = CHUNK;
     struct sc_amqp a;
     char err[512];
     if (sc_amqp_connect(&a, &cfg, "bench preload", err, sizeof err) ||
@@ -38,7 +43,7 @@ int main(int argc, char **argv)
     static struct sc_publish msgs[CHUNK];
     double t0 = bench_now();
     for (long done = 0; done < n;) {
-        int k = n - done < CHUNK ? (int)(n - done) : CHUNK;
+        int k = n - done < chunk ? (int)(n - done) : chunk;
         for (int i = 0; i < k; i++) {
             if (v7) {
                 sc_outbox_new_event_id(ids[i]);
