@@ -76,8 +76,7 @@ enum sc_outbox_outcome sc_outbox_write(struct st_mysql *conn, sc_outbox_business
                                        void *arg, struct sc_outbox_event *ev,
                                        struct sc_outbox_error *err);
 
-/* ---- the example order writer (the seed's OrderWithEventWriter) ---------- */
-
+/* "committed", "rolled_back" or "unknown", for logs. */
 const char *sc_outbox_outcome_name(enum sc_outbox_outcome o);
 
 #ifdef __cplusplus

@@ -39,7 +39,7 @@ def q(sql, args=None):
         return cur.fetchall()
 
 
-def load_outbox(n, chunk=200000, ids=None):
+def load_outbox(n, chunk=200000, ids=None, status="PENDING"):
     """n PENDING rows, oldest first, by INSERT ... SELECT from MariaDB's
     sequence engine in large chunks. ids: "v7" (time-ordered, what the
     producer helper makes: the primary key follows created_at) or "v1"
@@ -58,8 +58,9 @@ def load_outbox(n, chunk=200000, ids=None):
         else:
             ident = "UUID()"
         q("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version, payload,"
-          f" status, created_at) SELECT {ident}, 'ORDER', seq + %s, 'ORDER_ACCEPTED', 1, %s, 'PENDING',"
-          f" UTC_TIMESTAMP(6) + INTERVAL (seq + %s) MICROSECOND FROM seq_1_to_{k}", (done, PAYLOAD, done))
+          f" status, created_at) SELECT {ident}, 'ORDER', seq + %s, 'ORDER_ACCEPTED', 1, %s, %s,"
+          f" UTC_TIMESTAMP(6) - INTERVAL 1 DAY + INTERVAL (seq + %s) MICROSECOND FROM seq_1_to_{k}",
+          (done, PAYLOAD, status, done))
         done += k
     return n / (time.time() - t0)
 
@@ -153,6 +154,14 @@ def relay_rate(n_relays, target, timeout=300, batch=BATCH):
     return (total - first) / (t1 - t_first)
 
 
+def outbox_inserts(n, ids):
+    """n producer transactions through the producer library (one event each,
+    durable commit each): tests/bench/outbox_insert. Returns events/s."""
+    out = subprocess.run([f"{BUILD}/tests/bench/outbox_insert", MYSQL, str(n), ids], capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out)["events_per_s"]
+
+
 def broker_limit(n):
     """The C publisher with confirms (tests/bench/preload: batches of 2000,
     persistent, mandatory, a CloudEvents body of the relay's size)."""
@@ -177,7 +186,7 @@ def scenario(label, rows, n_relays, measure, batch=BATCH):
 
 def main():
     print(f"# relay: batch {BATCH}, {os.cpu_count()} cores, MariaDB durable (flush_log_at_trx_commit=1)", flush=True)
-    part = os.environ.get("BENCH_RELAY_PART", "throughput scale backlog rss").split()
+    part = os.environ.get("BENCH_RELAY_PART", "throughput scale backlog inserts rss").split()
     res = {}
     if "throughput" in part:
         # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
@@ -212,6 +221,40 @@ def main():
         print(f"relay x3 / relay x1 at batch {sb} = {three / one:5.2f}   (target >= 1.5; "
               f"x3 uses {three / res['broker']:.2f} of the broker limit)" if "broker" in res else
               f"relay x3 / relay x1 at batch {sb} = {three / one:5.2f}   (target >= 1.5)", flush=True)
+    if "inserts" in part:
+        # Producer inserts with outbox_event empty vs holding BENCH_OUTBOX_FILL
+        # rows of PUBLISHED history (not yet purged), A-B-B-A, for
+        # time-ordered ids (what the producer helper makes) and random ones,
+        # with the buffer pool at BENCH_POOL_MB (128) so the table is ~25x it.
+        pool_mb = int(os.environ.get("BENCH_POOL_MB", "128"))
+        q(f"SET GLOBAL innodb_buffer_pool_size = {pool_mb << 20}")
+        fill = int(os.environ.get("BENCH_OUTBOX_FILL", "10000000"))
+        k = int(os.environ.get("BENCH_INSERTS_N", "5000"))
+        q("TRUNCATE TABLE outbox_event")
+        rates = {}
+        for tag in ("A", "B", "B again", "A again"):
+            if tag == "B":
+                t0 = time.time()
+                load_outbox(fill, status="PUBLISHED")
+                settle(120)
+                size = q("SELECT ROUND(data_length / 1048576), ROUND(index_length / 1048576) FROM "
+                         "information_schema.tables WHERE table_schema = 'app' AND table_name = 'outbox_event'")[0]
+                print(f"# outbox_event filled with {fill} PUBLISHED rows in {time.time() - t0:.0f} s: data ~{size[0]} MB,"
+                      f" secondary indexes ~{size[1]} MB; buffer pool {pool_mb} MB", flush=True)
+            if tag == "A again":
+                q("TRUNCATE TABLE outbox_event")
+            for ids in ("v7", "v4"):
+                r = outbox_inserts(k, ids)
+                rates.setdefault((tag[0], ids), []).append(r)
+                print(f"{'producer inserts, ' + ids + ' ids, ' + ('empty' if tag[0] == 'A' else str(fill) + ' rows') + ' (' + tag + ')':<52}"
+                      f" {r:>9.0f} ev/s", flush=True)
+        for ids in ("v7", "v4"):
+            ratio = sum(rates[("B", ids)]) / sum(rates[("A", ids)])
+            res[f"inserts_{ids}_ratio"] = ratio
+            print(f"producer inserts at {fill} rows / empty, {ids} ids = {ratio:5.2f}"
+                  + ("   (target >= 0.8)" if ids == "v7" else "   (ids the service brings: the sizing rule)"),
+                  flush=True)
+        q("TRUNCATE TABLE outbox_event")
     if "backlog" in part:
         # A-B-A-B-A: a small backlog (drained three times per A, a drain of
         # 10,000 rows lasts only ~2 s) around a 1,000,000-row backlog measured
