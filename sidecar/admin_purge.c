@@ -89,15 +89,18 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
                              const char *delete_head, const char *delete_tail, int dry_run)
 {
     long long total = 0;
-    int batches = 0, deadlocks = 0;
+    int batches = 0, deadlocks = 0, in_a_row = 0;
     while (!sc_stop_requested()) {
         struct sc_db_err e = {0};
         long long n = purge_batch(db, select_sql, delete_head, delete_tail, dry_run, &e);
         if (n < 0) {
-            if ((e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_LOCK_WAIT) && deadlocks < 20) {
+            /* Give up only on 20 in a row: a long purge beside live
+             * traffic may meet many over its run. */
+            if ((e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_LOCK_WAIT) && in_a_row < 20) {
                 /* A live consumer touched a row being purged: that batch was
                  * rolled back whole; take it again. */
                 deadlocks++;
+                in_a_row++;
                 sc_db_rollback(db, &e);
                 continue;
             }
@@ -107,16 +110,18 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
         }
         total += n;
         batches++;
+        in_a_row = 0;
         if (n == 0)
             break;
         struct timespec pause = {0, 5 * 1000000L}; /* let live traffic in between */
         nanosleep(&pause, NULL);
     }
+    const char *stopped = sc_stop_requested() ? "; stopped by a signal before the end" : "";
     if (deadlocks)
-        printf("%s: deleted %lld rows (%d batches, %d retried after a deadlock or lock wait)\n",
-               what, total, batches, deadlocks);
+        printf("%s: deleted %lld rows (%d batches, %d retried after a deadlock or lock wait%s)\n",
+               what, total, batches, deadlocks, stopped);
     else
-        printf("%s: deleted %lld rows (%d batches)\n", what, total, batches);
+        printf("%s: deleted %lld rows (%d batches%s)\n", what, total, batches, stopped);
     return total;
 }
 
@@ -213,7 +218,8 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
     snprintf(tail, sizeof tail,
              ") AND status = 'PUBLISHED' AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND",
              older);
-    long long o = a < 0 ? -1 : purge_table(&db, "outbox_event (PUBLISHED)", sel,
+    /* A signal stops the purge: the next table is not started. */
+    long long o = a < 0 ? -1 : sc_stop_requested() ? 0 : purge_table(&db, "outbox_event (PUBLISHED)", sel,
                                            "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
     sc_db_close(&db);
     return a < 0 || o < 0 ? 1 : 0;

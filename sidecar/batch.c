@@ -321,9 +321,11 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
             if (e.cls == SC_DBERR_CONNECTION)
                 return TXN_LOST;
             /* Any other error, 1062 on another key included, is a failure. */
-            /* Logged once, with this reason and error_code/sqlstate, by
-             * log_outcome when the retry (or dead letter) is settled. */
+            /* Logged here, where the error is known: the outcome line comes
+             * later and not on every path (a lost connection or an unknown
+             * COMMIT later in the batch requeues without one). */
             describe_db_error(it->why, sizeof it->why, "claim (INSERT consumed_event)", &e);
+            sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
             it->d = D_RETRY;
             if (undo_item(w, savepoints))
                 return TXN_LOST;

@@ -4,6 +4,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +15,27 @@
 
 struct sc_http {
     struct MHD_Daemon *d;
+    _Atomic int running; /* set once MHD_start_daemon has returned */
 };
 
-/* libmicrohttpd's own messages, which it would otherwise print as plain
- * text on stderr beside the JSON lines. The one that matters, a listen that
- * fails, is reported once by whoever decides (sc_http_start's caller); the
- * library's wording of it ("Failed to bind to port ...") is detail. */
+/* libmicrohttpd's own messages as JSON log lines (it would otherwise print
+ * plain text on stderr beside them). While the daemon starts, a failure
+ * (a listen that fails: "Failed to bind to port ...") is reported once by
+ * whoever decides, sc_http_start's caller, so the library's wording is
+ * debug detail; once running, its messages (connection limit reached,
+ * accept or thread errors) are the only report of a refused scrape: warn. */
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
-    if (!sc_log_enabled(SC_LOG_DEBUG))
+    struct sc_http *h = cls;
+    enum sc_log_level level = atomic_load(&h->running) ? SC_LOG_WARN : SC_LOG_DEBUG;
+    if (!sc_log_enabled(level))
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    sc_debug("http: libmicrohttpd: %s", msg);
+    sc_log(level, NULL, "http: libmicrohttpd: %s", msg);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
@@ -101,13 +106,14 @@ struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
                             on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, err_len, "http.listen: cannot listen on %s (in use, or not a local address)",
                  listen);
         free(h);
         return NULL;
     }
+    atomic_store(&h->running, 1);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     sc_info("http: /metrics /healthz /readyz on %s:%u", host, info ? info->port : (unsigned)port);
     return h;

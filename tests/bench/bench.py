@@ -188,6 +188,8 @@ if os.environ.get("BENCH_COMPARE"):
                 run_sidecar(f"{key}_{side}{r}", f"{side}: {label}", batch, workers, prefetch, build=build)
                 rates[side].append(results[f"{key}_{side}{r}"]["events_per_s"])
         a, b = statistics.mean(rates["A"]), statistics.mean(rates["B"])
+        if not a or not b:
+            sys.exit(f"{label}: a build handled nothing (A {rates['A']}, B {rates['B']}): see its log")
         print(f"{label}: A (this build) {a:.0f} ev/s, B ({other}) {b:.0f} ev/s, A / B = {a / b:.2f}  "
               f"(A runs {', '.join(f'{x:.0f}' for x in rates['A'])}; B runs {', '.join(f'{x:.0f}' for x in rates['B'])})",
               flush=True)
