@@ -1,8 +1,10 @@
-/* preload AMQP_URL QUEUE N [v7|v4 [CHUNK]]: declares QUEUE (durable) and fills it with N
+/* preload AMQP_URL QUEUE N [v7|v4 [CHUNK [MAX_LENGTH]]]: declares QUEUE (durable) and fills it with N
  * persistent CloudEvents ORDER_ACCEPTED messages, under publisher confirms.
  * Event ids are random (v4) unless "v7" asks for time-ordered UUIDv7 ids.
  * CHUNK (default and at most 2000) is how many are published per wait for
- * their confirms. */
+ * their confirms. MAX_LENGTH (0: none) declares the queue with x-max-length,
+ * as tests/bench/relay_bench.py does, so that a long run does not leave the
+ * broker holding (and later collecting) millions of messages. */
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
@@ -32,8 +34,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "preload: %s\n", err);
         return 1;
     }
-    amqp_queue_declare(a.conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue), 0, 1, 0, 0,
-                       amqp_empty_table);
+    long max_length = argc > 6 ? atol(argv[6]) : 0;
+    amqp_table_entry_t arg = {.key = amqp_cstring_bytes("x-max-length"),
+                              .value = {.kind = AMQP_FIELD_KIND_I64, .value = {.i64 = max_length}}};
+    amqp_table_t args = {max_length > 0 ? 1 : 0, &arg};
+    amqp_queue_declare(a.conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue), 0, 1, 0, 0, args);
     if (amqp_get_rpc_reply(a.conn).reply_type != AMQP_RESPONSE_NORMAL) {
         fprintf(stderr, "preload: cannot declare %s\n", queue);
         return 1;
