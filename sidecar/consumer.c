@@ -177,6 +177,7 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     unsigned long long failures = 0; /* sessions in a row that handled nothing */
+    unsigned long long failed_opens = 0; /* attempts in a row that could not open a session */
     mysql_thread_init();
     struct sc_log_fields lf = {.consumer = w->c->k->name};
     while (!sc_stop_requested()) {
@@ -200,11 +201,14 @@ static void *worker_main(void *arg)
         if (handled > 0)
             failures = 0;
         int delay = sc_backoff_ms(++failures);
+        failed_opens = opened ? 0 : failed_opens + 1;
         if (!opened) {
-            /* One warn per attempt, numbered, with its wait: a server that
-             * stays away shows how long it has been, not one line repeated. */
+            /* One warn per attempt, numbered (failed opens in a row; the
+             * backoff also counts sessions that ended having handled
+             * nothing), with its wait: a server that stays away shows how
+             * long it has been, not one line repeated. */
             lf.error_code = code;
-            sc_log(SC_LOG_WARN, &lf, "%s; attempt %llu, retrying in %d ms", why, failures, delay);
+            sc_log(SC_LOG_WARN, &lf, "%s; attempt %llu, retrying in %d ms", why, failed_opens, delay);
         }
         sc_sleep_ms(delay);
     }

@@ -698,7 +698,7 @@ int sc_relay_run(const struct sc_config *cfg)
 
     /* Pipelined: batch k+1 is claimed while batch k's confirms travel, then
      * k is collected and marked, then k+1 is sent. */
-    unsigned long long connect_failures = 0;
+    unsigned long long connect_failures = 0, broker_failures = 0; /* in a row */
     int poll = POLL_MIN_MS, cur = 0;
     struct batch *inflight = NULL;
     while (!sc_stop_requested()) {
@@ -711,11 +711,11 @@ int sc_relay_run(const struct sc_config *cfg)
             }
             int wait = sc_backoff_ms(++connect_failures);
             if (why[0]) /* the database's failures are logged by db_failed */
-                sc_warn("relay: broker: %s; attempt %llu, retrying in %d ms", why, connect_failures, wait);
+                sc_warn("relay: broker: %s; attempt %llu, retrying in %d ms", why, ++broker_failures, wait);
             sc_sleep_ms(wait);
             continue;
         }
-        connect_failures = 0;
+        connect_failures = broker_failures = 0;
         struct sc_db_err e = {0};
         refresh_gauges(&r);
         struct batch *b = &bufs[cur];
