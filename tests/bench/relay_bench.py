@@ -7,10 +7,12 @@ is read from the relays' own /metrics counters, never from COUNT(*) over
 the table. tests/bench/run sets the environment (BENCH_PART=producer)."""
 import json
 import os
+import queue
 import re
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -123,12 +125,66 @@ def free_port():
     return p
 
 
+class DelayProxy:
+    """A TCP proxy in front of MariaDB that delays every chunk by rtt/2 in
+    each direction: the database on another host, as in production (where
+    a relay is bound by its round trips and the broker has headroom). Order
+    is kept; the delay is a deadline per chunk, so a stream is not slowed
+    beyond the added latency."""
+
+    def __init__(self, target_port, rtt_ms):
+        self.half = rtt_ms / 2000.0
+        self.target = target_port
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.port = self.srv.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            c, _ = self.srv.accept()
+            u = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((c, u), (u, c)):
+                a.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                q_ = queue.Queue()
+                threading.Thread(target=self._read, args=(a, q_), daemon=True).start()
+                threading.Thread(target=self._write, args=(b, q_), daemon=True).start()
+
+    def _read(self, src, q_):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            q_.put((time.monotonic() + self.half, data))
+            if not data:
+                return
+
+    @staticmethod
+    def _write(dst, q_):
+        while True:
+            due, data = q_.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+
 class RelayProc:
-    def __init__(self, batch=BATCH):
+    def __init__(self, batch=BATCH, mysql=None):
         self.port = free_port()
         d = tempfile.mkdtemp(prefix="bench-relay-")
         path = os.path.join(d, "relay.json")
-        json.dump({"amqp": {"url": AMQP}, "mysql": {"url": MYSQL}, "http": {"listen": f"127.0.0.1:{self.port}"},
+        json.dump({"amqp": {"url": AMQP}, "mysql": {"url": mysql or MYSQL},
+                   "http": {"listen": f"127.0.0.1:{self.port}"},
                    "log": {"level": "warn"},
                    "relay": {"worker_id": "bench-" + uuid.uuid4().hex[:6], "exchange": EXCHANGE, "batch": batch,
                              "lease_ms": 30000, "poll_ms": 50, "confirm_timeout_ms": 10000}}, open(path, "w"))
@@ -153,10 +209,10 @@ class RelayProc:
         self.proc.wait()
 
 
-def relay_rate(n_relays, target, timeout=300, batch=BATCH):
+def relay_rate(n_relays, target, timeout=300, batch=BATCH, mysql=None):
     """Starts n relays on the loaded table; events/s until `target` are
     published (from the first publish on, start-up excluded)."""
-    relays = [RelayProc(batch) for _ in range(n_relays)]
+    relays = [RelayProc(batch, mysql) for _ in range(n_relays)]
     t_first = None
     end = time.time() + timeout
     total = 0
@@ -200,13 +256,13 @@ def broker_limit(n, publishers=1, chunk=2000):
     return (n // publishers) * publishers / dt
 
 
-def scenario(label, rows, n_relays, measure, batch=BATCH):
+def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None):
     q("TRUNCATE TABLE outbox_event")
     load = load_outbox(rows)
     settle()
-    queue = fresh_queue()
-    rate = relay_rate(n_relays, measure, batch=batch)
-    delete_queue(queue)
+    qname = fresh_queue()
+    rate = relay_rate(n_relays, measure, batch=batch, mysql=mysql)
+    delete_queue(qname)
     print(f"{label:<52} {rate:>9.0f} ev/s   (backlog {rows}, measured over {measure}; load {load:.0f} rows/s)",
           flush=True)
     return rate
@@ -214,7 +270,7 @@ def scenario(label, rows, n_relays, measure, batch=BATCH):
 
 def main():
     print(f"# relay: batch {BATCH}, {os.cpu_count()} cores, MariaDB durable (flush_log_at_trx_commit=1)", flush=True)
-    part = os.environ.get("BENCH_RELAY_PART", "throughput scale backlog inserts rss").split()
+    part = os.environ.get("BENCH_RELAY_PART", "throughput scale remote backlog inserts rss").split()
     res = {}
     if "throughput" in part:
         # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
@@ -257,6 +313,24 @@ def main():
               f"has headroom)", flush=True)
         print(f"C publisher x3 / x1 at {sb} per confirm    = {p3 / p1:5.2f}   (the broker's own headroom for a "
               f"second and third publisher)", flush=True)
+    if "remote" in part:
+        # The database behind BENCH_DB_RTT_MS (2) of round-trip time, as on
+        # another host: one relay is bound by its own round trips and the
+        # broker has headroom, so x3 / x1 shows whether relays sharing one
+        # table hold each other up (claims with SKIP LOCKED should not).
+        rtt = float(os.environ.get("BENCH_DB_RTT_MS", "2"))
+        rb = int(os.environ.get("BENCH_REMOTE_BATCH", "16"))
+        proxy = DelayProxy(int(os.environ["SC_TEST_MYSQL_PORT"]), rtt)
+        url = re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{proxy.port}/", MYSQL)
+        ones, threes = [], []
+        for _ in range(2):
+            ones.append(scenario(f"relay x1, batch {rb}, database {rtt:g} ms away", N // 2, 1, N // 2, rb, url))
+            threes.append(scenario(f"relay x3, batch {rb}, database {rtt:g} ms away", N // 2, 3, N // 2, rb, url))
+        one, three = sum(ones) / 2, sum(threes) / 2
+        res.update(remote_rtt_ms=rtt, remote_relay1=one, remote_relay3=three)
+        print(f"relay x3 / relay x1, database {rtt:g} ms away = {three / one:5.2f}   (target >= 1.5 where the broker "
+              f"has headroom: x3 moves {three:.0f} ev/s; the broker's limit at this confirm size is in the "
+              f"'scale' part)", flush=True)
     if "inserts" in part:
         # Producer inserts with outbox_event empty vs holding BENCH_OUTBOX_FILL
         # rows of PUBLISHED history (not yet purged), A-B-B-A, for
@@ -314,7 +388,7 @@ def main():
     if "rss" in part:
         q("TRUNCATE TABLE outbox_event")
         load_outbox(RSS_N)
-        queue = fresh_queue()
+        qname = fresh_queue()
         r = RelayProc()
         samples = []
         t0 = time.time()
@@ -327,10 +401,10 @@ def main():
             time.sleep(1)
             if not MAX_LENGTH and len(samples) % 10 == 0:
                 c = pika.BlockingConnection(pika.URLParameters(AMQP))
-                c.channel().queue_purge(queue)
+                c.channel().queue_purge(qname)
                 c.close()
         r.stop()
-        delete_queue(queue)
+        delete_queue(qname)
         warm = [s for s in samples if s[0] >= RSS_N // 10]
         if warm:
             growth = (warm[-1][1] - warm[0][1]) / 1024
