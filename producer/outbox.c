@@ -68,8 +68,7 @@ int sc_outbox_exec(MYSQL *conn, const char *sql, struct sc_outbox_error *err)
     return 0;
 }
 
-/* Returns s escaped and in single quotes (malloc'd), or NULL. */
-static char *quote(MYSQL *conn, const char *s)
+char *sc_outbox_quote(MYSQL *conn, const char *s)
 {
     size_t n = strlen(s);
     char *q = malloc(n * 2 + 3);
@@ -84,9 +83,9 @@ static char *quote(MYSQL *conn, const char *s)
 
 static int insert_outbox(MYSQL *conn, const struct sc_outbox_event *ev, struct sc_outbox_error *err)
 {
-    char *id = quote(conn, ev->event_id), *at = quote(conn, ev->aggregate_type),
-         *ai = quote(conn, ev->aggregate_id), *et = quote(conn, ev->event_type),
-         *pl = quote(conn, ev->payload_json ? ev->payload_json : "null");
+    char *id = sc_outbox_quote(conn, ev->event_id), *at = sc_outbox_quote(conn, ev->aggregate_type),
+         *ai = sc_outbox_quote(conn, ev->aggregate_id), *et = sc_outbox_quote(conn, ev->event_type),
+         *pl = sc_outbox_quote(conn, ev->payload_json ? ev->payload_json : "null");
     int rc = -1;
     if (id && at && ai && et && pl) {
         size_t len = strlen(id) + strlen(at) + strlen(ai) + strlen(et) + strlen(pl) + 256;

@@ -5,20 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns s escaped and in single quotes (malloc'd), or NULL. */
-static char *quote(MYSQL *conn, const char *s)
-{
-    size_t n = strlen(s);
-    char *q = malloc(n * 2 + 3);
-    if (!q)
-        return NULL;
-    q[0] = '\'';
-    unsigned long m = mysql_real_escape_string(conn, q + 1, s, (unsigned long)n);
-    q[m + 1] = '\'';
-    q[m + 2] = 0;
-    return q;
-}
-
 struct order_ctx {
     const char *tenant_id, *request_id;
     struct sc_order_result *out;
@@ -29,7 +15,7 @@ static int insert_order(MYSQL *conn, void *arg, struct sc_outbox_event *ev,
                         struct sc_outbox_error *err)
 {
     struct order_ctx *c = arg;
-    char *t = quote(conn, c->tenant_id), *r = quote(conn, c->request_id);
+    char *t = sc_outbox_quote(conn, c->tenant_id), *r = sc_outbox_quote(conn, c->request_id);
     char sql[1536];
     int rc = -1;
     if (t && r && strlen(t) + strlen(r) < 600) {
@@ -71,7 +57,7 @@ int sc_order_reconcile(MYSQL *conn, const char *tenant_id, const char *request_i
                        struct sc_order_result *out, struct sc_outbox_error *err)
 {
     memset(err, 0, sizeof *err);
-    char *t = quote(conn, tenant_id), *r = quote(conn, request_id);
+    char *t = sc_outbox_quote(conn, tenant_id), *r = sc_outbox_quote(conn, request_id);
     char sql[1536];
     int rc = -1;
     if (!t || !r || strlen(t) + strlen(r) >= 600) {

@@ -69,6 +69,11 @@ int sc_outbox_exec(struct st_mysql *conn, const char *sql, struct sc_outbox_erro
 /* Fills err from the connection's last error (code, SQLSTATE, message). */
 void sc_outbox_error_from(struct sc_outbox_error *err, struct st_mysql *conn);
 
+/* s escaped for conn's character set and in single quotes, as a SQL
+ * literal for business statements; malloc'd (the caller frees it), or NULL
+ * when out of memory. */
+char *sc_outbox_quote(struct st_mysql *conn, const char *s);
+
 /* START TRANSACTION; business(); check the event (sc_outbox_check_event:
  * an invalid one is ROLLED_BACK with err->code 0 and the reason in
  * err->message); INSERT outbox_event (PENDING); COMMIT. */
