@@ -77,6 +77,15 @@ def admin_db():
                            database="app", autocommit=True)
 
 
+def apply_sql_file(path):
+    """Runs a .sql file as root: comment lines dropped, split on ';'."""
+    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
+    with admin_db() as conn, conn.cursor() as cur:
+        for stmt in text.split(";"):
+            if stmt.strip():
+                cur.execute(stmt)
+
+
 def query(sql, args=None):
     with admin_db() as c, c.cursor() as cur:
         cur.execute(sql, args)

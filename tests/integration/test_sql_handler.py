@@ -25,15 +25,6 @@ RM = json.load(open(os.path.join(EXAMPLE, "sidecar.json")))["consumers"][0]
 RM_CONFIG = RM["handler_config"]
 
 
-def apply_sql_file(path):
-    """Runs a .sql file as root: comment lines dropped, split on ';'."""
-    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
-    with admin_db() as conn, conn.cursor() as cur:
-        for stmt in text.split(";"):
-            if stmt.strip():
-                cur.execute(stmt)
-
-
 def publish_bodies(exchange, bodies):
     """bodies: [(event_id, type, body)], published with confirms."""
     conn = amqp()

@@ -18,13 +18,6 @@ NJ_CONFIG = json.load(open(os.path.join(EXAMPLE, "notification_job.handler.json"
 RM_CONFIG = json.load(open(os.path.join(EXAMPLE, "sidecar.json")))["consumers"][0]["handler_config"]
 
 
-def apply_sql_file(path):
-    """Runs a .sql file as root: comment lines dropped, split on ';'."""
-    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
-    with admin_db() as conn, conn.cursor() as cur:
-        for stmt in text.split(";"):
-            if stmt.strip():
-                cur.execute(stmt)
 DIR = tempfile.mkdtemp(prefix="sc-try-")
 # Nothing listens here: try must never need the broker.
 DEAD_AMQP = "amqp://guest:guest@127.0.0.1:1/%2f"
