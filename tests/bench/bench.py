@@ -5,62 +5,28 @@ scenario, the ratios the targets are stated in, latency at 100 events/s,
 peak RSS, and the CPU each process burned per 1000 events (where the time
 goes on this machine)."""
 import json
-import socket
-import re
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 import uuid
 
 import pika
-import pymysql
+
+from bench_lib import AMQP, BUILD, HANDLER, MYSQL, SIDECAR, delete_queue, free_port, handled, q, status_kib
 
 N = int(os.environ.get("BENCH_N", "100000"))
 MAX_S = float(os.environ.get("BENCH_MAX_S", "40"))
-BUILD = os.environ["BENCH_BUILD"]
-AMQP = os.environ["SC_TEST_AMQP_URL"]
-MYSQL = os.environ["SC_TEST_MYSQL_URL"]
-SOCK = os.environ["SC_TEST_MYSQL_SOCKET"]
-SIDECAR = f"{BUILD}/sidecar/sidecar"
-HANDLER = f"{BUILD}/handlers/notification_job/notification_job.so"
 HERE = os.path.dirname(os.path.abspath(__file__))
 TCK = os.sysconf("SC_CLK_TCK")
-
-
-def q(sql, args=None):
-    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=True) as c, c.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
 
 
 def consumed(name):
     """Rows claimed so far (the per-message baseline has no /metrics): an
     index range count, so measure() polls it only every 0.5 s."""
     return q("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s", (name,))[0][0]
-
-
-def handled(port, name):
-    """The sidecar's own counter from /metrics: polling costs the database nothing."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return 0
-    return sum(int(v) for v in re.findall(
-        r'^sidecar_messages_total\{consumer="%s",outcome="[^"]*"\} (\d+)$' % re.escape(name), text, re.M))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def pids_of(name):
@@ -100,12 +66,6 @@ def preload(queue, n=N):
     return out.stdout.strip()
 
 
-def delete_queue(queue):
-    c = pika.BlockingConnection(pika.URLParameters(AMQP))
-    c.channel().queue_delete(queue)
-    c.close()
-
-
 def measure(name, start_proc, counter, extra_pids=(), poll_s=0.05):
     """Runs until N are processed or MAX_S; returns (events/s, processed, cpu dict, proc)."""
     before = {k: cpu(v) for k, v in SERVER_PIDS.items()}
@@ -133,13 +93,6 @@ def sidecar_config(name, batch, workers, prefetch, level="warn", port=None, hand
     return path
 
 
-def vm_hwm_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return None
-
-
 results = {}
 
 
@@ -165,7 +118,7 @@ def run_sidecar(key, label, batch, workers, prefetch, build=None):
         return holder["p"]
     rate, done, usage, proc, dt = measure(name, start, lambda: handled(port, name))
     usage["client"] = cpu([proc.pid])
-    rss = vm_hwm_kib(proc.pid)
+    rss = status_kib(proc.pid, "VmHWM")
     proc.terminate()
     proc.wait()
     delete_queue(name)

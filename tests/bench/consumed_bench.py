@@ -17,23 +17,17 @@ with SET GLOBAL before anything is measured."""
 import json
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 
 import pika
-import pymysql
 
-BUILD = os.environ["BENCH_BUILD"]
-AMQP = os.environ["SC_TEST_AMQP_URL"]
-MYSQL = os.environ["SC_TEST_MYSQL_URL"]
-SOCK = os.environ["SC_TEST_MYSQL_SOCKET"]
-SIDECAR = f"{BUILD}/sidecar/sidecar"
-HANDLER = f"{BUILD}/handlers/notification_job/notification_job.so"
+from bench_lib import (AMQP, BUILD, HANDLER, MYSQL, SIDECAR, delete_queue, free_port, handled, q, set_pool,
+                       status_kib, v7_id_sql)
+
 FILL = int(os.environ.get("BENCH_FILL", "2000000"))
 FILL_V4 = int(os.environ.get("BENCH_FILL_V4", str(FILL)))
 MSGS = int(os.environ.get("BENCH_MSGS", "20000"))
@@ -44,29 +38,9 @@ POOL_MB = int(os.environ.get("BENCH_POOL_MB", "128"))
 PARTS = os.environ.get("BENCH_CONSUMED_PART", "size purge rss").split()
 
 
-def q(sql, args=None):
-    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=True) as c, c.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def preload(queue, n, kind):
     return subprocess.run([f"{BUILD}/tests/bench/preload", AMQP, queue, str(n), kind],
                           capture_output=True, text=True, check=True).stdout.strip()
-
-
-def delete_queue(queue):
-    c = pika.BlockingConnection(pika.URLParameters(AMQP))
-    c.channel().queue_delete(queue)
-    c.close()
 
 
 class Consumer:
@@ -82,19 +56,10 @@ class Consumer:
         self.proc = subprocess.Popen([SIDECAR, "consume", "-c", path], stderr=open(os.path.join(d, "log"), "w"))
 
     def handled(self):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
-                text = r.read().decode()
-        except OSError:
-            return 0
-        return sum(int(v) for v in re.findall(
-            r'^sidecar_messages_total\{consumer="%s",outcome="[^"]*"\} (\d+)$' % re.escape(self.name), text, re.M))
+        return handled(self.port, self.name)
 
     def rss_kib(self):
-        for line in open(f"/proc/{self.proc.pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+        return status_kib(self.proc.pid, "VmRSS")
 
     def stop(self):
         self.proc.terminate()
@@ -142,9 +107,7 @@ def fill(consumer, n, kind, chunk=500000):
     for lo in range(0, n, chunk):
         k = min(chunk, n - lo)
         if kind == "v7":
-            ident = ("CONCAT(LEFT(LPAD(LOWER(HEX(%d + %d + seq)), 12, '0'), 8), '-',"
-                     " RIGHT(LPAD(LOWER(HEX(%d + %d + seq)), 12, '0'), 4), '-7000-8000-',"
-                     " LPAD(LOWER(HEX(%d + seq)), 12, '0'))") % (base_ms, lo, base_ms, lo, lo)
+            ident = v7_id_sql(base_ms + lo, f"{lo} + seq")
         else:
             ident = ("CONCAT(LEFT(h, 8), '-', MID(h, 9, 4), '-4', MID(h, 14, 3), '-a', MID(h, 18, 3), '-',"
                      " MID(h, 21, 12))")
@@ -165,12 +128,7 @@ def settle():
         time.sleep(1)
 
 
-pool = int(q("SELECT @@innodb_buffer_pool_size")[0][0])
-if pool != POOL_MB << 20:
-    q(f"SET GLOBAL innodb_buffer_pool_size = {POOL_MB << 20}")
-    t_end = time.time() + 60
-    while time.time() < t_end and int(q("SELECT @@innodb_buffer_pool_size")[0][0]) != POOL_MB << 20:
-        time.sleep(0.5)
+set_pool(POOL_MB << 20)
 print(f"# MariaDB {q('SELECT VERSION()')[0][0]}, innodb_buffer_pool_size "
       f"{int(q('SELECT @@innodb_buffer_pool_size')[0][0]) >> 20} MB, flush_log_at_trx_commit "
       f"{q('SELECT @@innodb_flush_log_at_trx_commit')[0][0]}; {os.cpu_count()} cores; {MSGS} events per scenario, "

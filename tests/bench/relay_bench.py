@@ -14,17 +14,13 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 
 import pika
-import pymysql
 
-BUILD = os.environ["BENCH_BUILD"]
-AMQP = os.environ["SC_TEST_AMQP_URL"]
-MYSQL = os.environ["SC_TEST_MYSQL_URL"]
-SOCK = os.environ["SC_TEST_MYSQL_SOCKET"]
-SIDECAR = f"{BUILD}/sidecar/sidecar"
+from bench_lib import (AMQP, BUILD, MYSQL, SIDECAR, delete_queue, free_port, metric_sum, q, set_pool,
+                       status_kib, v7_id_sql)
+
 N = int(os.environ.get("BENCH_RELAY_N", "20000"))
 BIG = int(os.environ.get("BENCH_BACKLOG_BIG", "1000000"))
 SMALL = int(os.environ.get("BENCH_BACKLOG_SMALL", "10000"))
@@ -33,12 +29,6 @@ BATCH = int(os.environ.get("BENCH_RELAY_BATCH", "256"))
 IDS = os.environ.get("BENCH_RELAY_IDS", "v7")
 EXCHANGE = "bench-outbox"
 PAYLOAD = '{"orderId":12345,"status":"ACCEPTED","amount":19.99,"tenantId":"bench"}'
-
-
-def q(sql, args=None):
-    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=True) as c, c.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
 
 
 def load_outbox(n, chunk=200000, ids=None, status="PENDING"):
@@ -54,9 +44,7 @@ def load_outbox(n, chunk=200000, ids=None, status="PENDING"):
     while done < n:
         k = min(chunk, n - done)
         if ids == "v7":
-            ident = ("CONCAT(LEFT(LPAD(LOWER(HEX(%d + seq)), 12, '0'), 8), '-',"
-                     " RIGHT(LPAD(LOWER(HEX(%d + seq)), 12, '0'), 4), '-7000-8000-',"
-                     " LPAD(LOWER(HEX(seq)), 12, '0'))") % (base_ms + done, base_ms + done)
+            ident = v7_id_sql(base_ms + done)
         else:
             ident = "UUID()"
         q("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version, payload,"
@@ -65,19 +53,6 @@ def load_outbox(n, chunk=200000, ids=None, status="PENDING"):
           (done, PAYLOAD, status, done))
         done += k
     return n / (time.time() - t0)
-
-
-def set_pool(size):
-    """Resizes InnoDB's buffer pool (online, in chunks) and waits until it is
-    done; returns the size before."""
-    before = int(q("SELECT @@innodb_buffer_pool_size")[0][0])
-    if before != size:
-        q(f"SET GLOBAL innodb_buffer_pool_size = {size}")
-        end = time.time() + 60
-        while time.time() < end and int(q("SELECT @@innodb_buffer_pool_size")[0][0]) != size:
-            time.sleep(0.5)
-        time.sleep(2)  # the resize status settles after the variable
-    return before
 
 
 def settle(timeout=30):
@@ -109,20 +84,6 @@ def fresh_queue():
     ch.queue_bind(name, EXCHANGE, "#")
     c.close()
     return name
-
-
-def delete_queue(name):
-    c = pika.BlockingConnection(pika.URLParameters(AMQP))
-    c.channel().queue_delete(name)
-    c.close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class DelayProxy:
@@ -191,18 +152,10 @@ class RelayProc:
         self.proc = subprocess.Popen([SIDECAR, "relay", "-c", path], stderr=open(os.path.join(d, "log"), "w"))
 
     def published(self):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
-                m = re.search(r"^sidecar_relay_published_total\{[^}]*\} (\d+)$", r.read().decode(), re.M)
-                return int(m.group(1)) if m else 0
-        except OSError:
-            return 0
+        return metric_sum(self.port, r"^sidecar_relay_published_total\{[^}]*\} (\d+)$")
 
     def rss_kib(self):
-        for line in open(f"/proc/{self.proc.pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+        return status_kib(self.proc.pid, "VmRSS")
 
     def stop(self):
         self.proc.terminate()
