@@ -138,7 +138,8 @@ ok(sc.start(), "sidecar started")
 ok(close_deadlock(x, cur, 1), "a real deadlock: the sidecar's transaction was the victim")
 ok(wait_until(lambda: nj([locker]) == 1, timeout=30), "the deadlocked event was applied on the retry")
 ok(any("deadlock: retrying the batch" in l.get("msg", "") for l in sc.lines()), "the batch was retried")
-ok(any(l.get("msg", "").startswith("batch of 3:") for l in sc.lines()),
+# The batch's line is written after its COMMIT, which the wait above may see first.
+ok(wait_until(lambda: any(l.get("msg", "").startswith("batch of 3:") for l in sc.lines()), timeout=10),
    "the guarded deliveries and the deadlocked one shared the batch")
 is_eq(nj([guarded, huge]), 0, "the guarded deliveries never reached the handler")
 is_eq(claims([guarded, huge]), 0, "and left no claim")
