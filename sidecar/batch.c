@@ -536,12 +536,45 @@ static void reopen(struct item *items, int n)
             items[i].d = D_OPEN;
 }
 
+/* A delivery over the x-delivery-count limit had no outcome as far as the
+ * broker knows, but an earlier COMMIT may have applied it all the same (the
+ * process died after COMMIT, or a COMMIT's outcome was unknown and its
+ * redeliveries were returned again by resets). Its claim tells, by the one
+ * test of a duplicate: 1062 on the constraint means already consumed (acked
+ * without effect); a claim that goes in means it never had an outcome, and
+ * it is dead-lettered without running the handler. The probe is always
+ * rolled back. Returns TXN_LOST when the connection died, else TXN_EMPTY. */
+static enum txn probe_over_limit(struct worker *w, struct item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        if (!it->decided_early || !it->parsed)
+            continue;
+        struct sc_db_err e = {0}, r = {0};
+        keep_alive(w);
+        int failed = sc_db_insert_consumed(&w->db, w->c->k->name, it->ev.ev.id, &e);
+        if (sc_db_rollback(&w->db, &r) || (failed && e.cls == SC_DBERR_CONNECTION))
+            return TXN_LOST;
+        if (!failed)
+            continue;
+        set_error_fields(it, &e);
+        if (e.cls == SC_DBERR_DUPLICATE) {
+            it->d = D_DUPLICATE;
+            continue;
+        }
+        /* No proof either way: the DLQ keeps it, and says why. */
+        size_t len = strlen(it->why);
+        describe_db_error(it->why + len, sizeof it->why - len, "; checking its claim", &e);
+    }
+    return TXN_EMPTY;
+}
+
 /* Parses, runs the transaction (retrying a deadlocked batch once, then one
  * delivery per transaction), and settles every delivery of the batch. */
 enum next sc_batch_process(struct worker *w, struct item *items, int n)
 {
     const struct sc_consumer_config *k = w->c->k;
-    int parsed = 0;
+    int parsed = 0, over_limit = 0;
     for (int i = 0; i < n; i++) {
         struct item *it = &items[i];
         const amqp_basic_properties_t *p = &it->env.message.properties;
@@ -592,6 +625,7 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
                      delivery_count == SC_MAX_ATTEMPTS_SEEN ? " or more" : "", k->max_attempts);
             it->d = D_DEAD;
             it->decided_early = 1;
+            over_limit++;
             continue;
         }
         parsed++;
@@ -603,7 +637,9 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
     }
 
     sc_hist_observe(&w->c->m.batch_size, n);
-    enum txn t = parsed ? run_transaction(w, items, n) : TXN_EMPTY;
+    enum txn t = over_limit ? probe_over_limit(w, items, n) : TXN_EMPTY;
+    if (t != TXN_LOST && parsed)
+        t = run_transaction(w, items, n);
     if (t == TXN_DEADLOCK || t == TXN_VANISHED) {
         sc_log(SC_LOG_WARN, &items[0].lf, "%s: retrying the batch of %d",
                t == TXN_DEADLOCK ? "deadlock" : "transaction rolled back under the handler", n);

@@ -32,7 +32,9 @@ dups = query(f"SELECT COUNT(*) FROM (SELECT event_id FROM consumed_event WHERE c
              " GROUP BY event_id HAVING COUNT(*) > 1) d")[0][0]
 is_eq(dups, 0, "no event claimed twice")
 ok(wait_until(lambda: queue_depth(s.queue) == 0, timeout=30), "queue drained")
-is_eq(queue_depth(s.dlq), 0, "nothing in the dead-letter queue")
+dead = queue_depth(s.dlq)
+ok(dead == 0, f"nothing in the dead-letter queue (got {dead}, expected 0)",
+   detail=[l for l in s.lines() if l.get("outcome") == "dead_lettered" or l.get("level") == "error"][:5])
 later = [n for n, _ in connects(s, "mysql")[1:]]
 ok(later and all(n != 0 for n in later[:1]), f"reconnected to another Galera node (nodes after the first: {later})")
 redelivered = [l for l in s.lines() if l.get("redelivered")]

@@ -10,14 +10,30 @@ from cluster_lib import *
 N = 1500
 ex = "outbox-" + suffix()
 q = quorum_queue(ex)
-ids = insert_outbox(N)
 a = configure(Relay(ex, worker_id="relay-a-" + suffix(), batch=20, lease_ms=60000, poll_ms=20),
               [MYSQL_RELAY[0], MYSQL_RELAY[1], MYSQL_RELAY[2]], [AMQP[1], AMQP[2], AMQP[0]])
 b = configure(Relay(ex, worker_id="relay-b-" + suffix(), batch=20, lease_ms=60000, poll_ms=20),
               [MYSQL_RELAY[2], MYSQL_RELAY[0], MYSQL_RELAY[1]], [AMQP[2], AMQP[1], AMQP[0]])
-t0 = time.time()
 a.start()
 b.start()
+# Both relays polling before the rows appear (one INSERT transaction):
+# otherwise the first one up can drain all of them before the other has
+# connected, and the test would show nothing about two nodes.
+
+
+def ready(r):
+    if r.http_port() is None:  # not listening yet
+        return False
+    try:
+        return r.get("/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+ok(wait_until(lambda: ready(a) and ready(b), timeout=60),
+   "both relays ready before the rows are written")
+ids = insert_outbox(N)
+t0 = time.time()
 published = lambda: count_in("outbox_event", "event_id", ids, "AND status = 'PUBLISHED'")
 wait_until(lambda: published() == N, timeout=180)
 elapsed = time.time() - t0

@@ -32,4 +32,32 @@ publish_events(sc.exchange, good)
 wait_until(lambda: count_in("notification_job", "event_id", [e for e, _ in good]) == 5, timeout=30)
 is_eq(count_in("notification_job", "event_id", [e for e, _ in good]), 5, "ordinary events still flow")
 is_eq(sc.stop(), 0, "clean stop")
+
+# Over the limit but applied: the process died after COMMIT, before the ack.
+# The broker counts a delivery without an outcome; the claim says otherwise:
+# the redelivery is a duplicate (acked, no effect), not a dead letter.
+sc2 = Sidecar(consumer_extra={"queue_type": "quorum", "max_attempts": 1, "prefetch": 1})
+applied = str(uuid.uuid4())
+conn = amqp()
+ch = conn.channel()
+ch.exchange_declare(sc2.exchange, "topic", durable=True)
+ch.queue_declare(sc2.queue, durable=True, arguments={"x-queue-type": "quorum"})
+ch.queue_bind(sc2.queue, sc2.exchange, "#")
+publish(ch, sc2.exchange, "ORDER_ACCEPTED", event_body(applied, subject="10"), message_id=applied)
+conn.close()
+sc2.start(env={"SIDECAR_FAULT": "consumer.after_commit"}, wait=False)
+is_eq(sc2.wait_exit(30), 86, "the process died after COMMIT, before the ack")
+is_eq(count_in("notification_job", "event_id", [applied]), 1, "its effect is committed")
+ok(sc2.start(), "restarted without the fault")
+ok(wait_until(lambda: sc2.outcomes("duplicate") or sc2.outcomes("dead_lettered"), timeout=30),
+   "the redelivery was settled")
+redelivered = [l for l in sc2.outcomes("duplicate") if l.get("event_id") == applied]
+ok(redelivered and redelivered[0].get("attempt") == 2,
+   "the redelivery (x-delivery-count 1, over max_attempts 1) was recognised as a duplicate",
+   detail=sc2.lines()[-5:])
+ok(wait_until(lambda: queue_depth(sc2.queue) == 0, timeout=10), "and acked")
+is_eq(queue_depth(sc2.dlq), 0, "nothing dead-lettered")
+is_eq(count_in("notification_job", "event_id", [applied]), 1, "still one effect")
+is_eq(count_in("consumed_event", "event_id", [applied]), 1, "one claim")
+is_eq(sc2.stop(), 0, "clean stop")
 done()
