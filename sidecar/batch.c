@@ -41,22 +41,6 @@ static const char *txn_name(enum txn t)
     return names[t];
 }
 
-/* rabbitmq-c services heartbeats only inside its own calls. A batch that
- * spends long in the database (lock waits, slow handlers, many deliveries)
- * would go silent and the broker would close the connection, returning the
- * whole batch, possibly forever: send heartbeats on both connections every
- * half interval while the batch runs. */
-static void keep_alive(struct worker *w)
-{
-    int hb = w->c->cfg->amqp_heartbeat_s;
-    int64_t now = sc_now_ms();
-    if (hb <= 0 || now - w->last_heartbeat_ms < (int64_t)hb * 500)
-        return;
-    w->last_heartbeat_ms = now;
-    sc_amqp_heartbeat(&w->in);
-    sc_amqp_heartbeat(&w->out);
-}
-
 static void describe_db_error(char *out, size_t len, const char *what, const struct sc_db_err *e)
 {
     snprintf(out, len, "%s failed: error %u (SQLSTATE %s, %s): %s", what, e->code, e->sqlstate,
@@ -101,7 +85,7 @@ static enum txn call_handler(struct worker *w, struct item *it)
     struct consumer *c = w->c;
     struct sc_db_err e = {0};
     char reason[512] = "";
-    keep_alive(w);
+    sc_worker_keep_alive(w);
     int64_t t0 = sc_now_us();
     sc_handler_status st = sc_plugin_handle(&c->plugin, w->db.conn, &it->ev.ev, reason,
                                             sizeof reason);
@@ -307,7 +291,7 @@ static enum txn run_transaction(struct worker *w, struct item *items, int n)
         struct item *it = &items[i];
         if (!it->parsed || it->d != D_OPEN)
             continue;
-        keep_alive(w);
+        sc_worker_keep_alive(w);
         if (savepoints && sc_db_query(&w->db, "SAVEPOINT sc_item", &e))
             return e.cls == SC_DBERR_DEADLOCK ? TXN_DEADLOCK : TXN_LOST;
         if (sc_db_insert_consumed(&w->db, c->k->name, it->ev.ev.id, &e)) {
@@ -404,7 +388,7 @@ static enum txn finish(struct worker *w, struct item *items, int n, int applied)
     if (v != TXN_OPEN)
         return v;
     SC_FAULT("consumer.before_commit");
-    keep_alive(w);
+    sc_worker_keep_alive(w);
     int64_t t0 = sc_now_us();
     int failed = sc_db_commit(&w->db, &e);
     sc_hist_observe(&w->c->m.commit_seconds, (double)(sc_now_us() - t0) / 1e6);
@@ -496,7 +480,7 @@ static enum next settle(struct worker *w, struct item *items, int n, int64_t com
         it->republished = 0;
         if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
             continue;
-        keep_alive(w);
+        sc_worker_keep_alive(w);
         if ((it->d == D_RETRY ? publish_retry(w, it) : sc_republish_dead(&w->out, w->c->k, &it->env, it->attempt, it->why, &it->lf)) != 0)
             all_settled = 0; /* this one and the rest stay unacked */
         else
@@ -551,7 +535,7 @@ static enum txn probe_over_limit(struct worker *w, struct item *items, int n)
         if (!it->decided_early || !it->parsed)
             continue;
         struct sc_db_err e = {0}, r = {0};
-        keep_alive(w);
+        sc_worker_keep_alive(w);
         int failed = sc_db_insert_consumed(&w->db, w->c->k->name, it->ev.ev.id, &e);
         if (sc_db_rollback(&w->db, &r) || (failed && e.cls == SC_DBERR_CONNECTION))
             return TXN_LOST;
@@ -684,11 +668,12 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
     }
     switch (t) {
     case TXN_LOST:
-        /* Nothing committed; dropping the session returns every unacked
-         * delivery to the queue. */
+        /* Nothing committed: the batch goes back to the queue (earlier
+         * batches are all settled, so `multiple` covers just this one). */
         sc_log(SC_LOG_WARN, &items[0].lf, "database connection lost during a batch of %d: "
-               "reconnecting, the broker redelivers", n);
-        return NEXT_RESET;
+               "returned to the queue, reconnecting", n);
+        return sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1) ? NEXT_RESET
+                                                                                 : NEXT_DB_LOST;
     case TXN_UNKNOWN:
         for (int i = 0; i < n; i++) {
             if (items[i].d != D_APPLIED && items[i].d != D_REQUEUE)
@@ -700,8 +685,10 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
         }
         /* Never ack: return the whole batch; the redelivery meets the
          * unique key and settles it. */
-        sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1);
-        return NEXT_RESET;
+        if (sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1))
+            return NEXT_RESET;
+        /* What failed the COMMIT may have left the session unusable. */
+        return NEXT_DB_LOST;
     case TXN_BROKEN: {
         for (int i = 0; i < n; i++)
             if (items[i].parsed && items[i].d != D_DEAD)
@@ -710,7 +697,7 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
         /* The handler may have left the session changed (autocommit on: every
          * later claim would commit on its own, and a retried copy would meet
          * its own claim as a "duplicate"): never reuse it. */
-        return sc_worker_reset_db(w) ? NEXT_RESET : after;
+        return after == NEXT_CONTINUE && sc_worker_reset_db(w) ? NEXT_DB_LOST : after;
     }
     default:
         return settle(w, items, n, committed_us);

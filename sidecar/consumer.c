@@ -23,6 +23,11 @@
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
 #define PUBLISHER_SERVICE_MS 1000
+/* How long a worker keeps its deliveries in hand while the database session
+ * is made again: a Galera or MySQL failover takes seconds; beyond this the
+ * database is out (or out of reach from here only) and the deliveries go
+ * back to the queue for consumers that can reach it. */
+#define DB_RECONNECT_HOLD_MS 30000
 
 /* ---- sessions and workers ------------------------------------------------ */
 
@@ -50,6 +55,81 @@ int sc_worker_reset_db(struct worker *w)
     sc_log(SC_LOG_WARN, &lf, "database session reset after a handler contract violation "
            "(database thread %lu)", w->db.thread_id);
     return 0;
+}
+
+void sc_worker_keep_alive(struct worker *w)
+{
+    int hb = w->c->cfg->amqp_heartbeat_s;
+    int64_t now = sc_now_ms();
+    if (hb <= 0 || now - w->last_heartbeat_ms < (int64_t)hb * 500)
+        return;
+    w->last_heartbeat_ms = now;
+    sc_amqp_heartbeat(&w->in);
+    sc_amqp_heartbeat(&w->out);
+}
+
+/* Waits ms with both broker connections kept alive. Returns -1 when a stop
+ * was requested or the publishing connection was closed meanwhile. (The
+ * consuming one is read only by receive: its frames are deliveries.) */
+static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_len)
+{
+    int64_t end = sc_now_ms() + ms;
+    while (!sc_stop_requested()) {
+        sc_worker_keep_alive(w);
+        if (sc_amqp_service(&w->out, err, err_len))
+            return -1;
+        int64_t left = end - sc_now_ms();
+        if (left <= 0)
+            return 0;
+        sc_sleep_ms(left < RECEIVE_POLL_MS ? (int)left : RECEIVE_POLL_MS);
+    }
+    return -1;
+}
+
+/* The database session is gone, or its last COMMIT failed, while the broker
+ * session is fine: make the database session again in place, with backoff.
+ * The deliveries prefetched behind the batch stay in hand: closing the
+ * channel would return them too, and a quorum queue counts each return in
+ * x-delivery-count, so a few database failovers in a row would dead-letter
+ * messages that never ran. Returns 0, or -1 when a stop was requested, the
+ * broker went away meanwhile or DB_RECONNECT_HOLD_MS passed (the caller then
+ * resets everything: session_open reconnects the database before it
+ * consumes again). */
+static int reconnect_db(struct worker *w)
+{
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    char err[512] = "";
+    int64_t give_up = sc_now_ms() + DB_RECONNECT_HOLD_MS;
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+    for (unsigned long long failed = 1; !sc_stop_requested(); failed++) {
+        struct sc_db_err e = {0};
+        sc_db_close(&w->db);
+        sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 0);
+        if (sc_db_connect(&w->db, w->c->cfg, &e) == 0 && sc_db_prepare_consumer(&w->db, &e) == 0) {
+            sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 1);
+            sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
+            w->last_db_use_ms = sc_now_ms();
+            sc_log(SC_LOG_INFO, &lf, "database session made again (database thread %lu); "
+                   "broker session and deliveries in hand kept", w->db.thread_id);
+            return 0;
+        }
+        int delay = sc_backoff_ms(failed);
+        lf.error_code = e.code;
+        if (sc_now_ms() + delay > give_up) {
+            sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu: returning the "
+                   "deliveries in hand after %d s", e.msg, failed, DB_RECONNECT_HOLD_MS / 1000);
+            return -1;
+        }
+        sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu, retrying in %d ms",
+               e.msg, failed, delay);
+        lf.error_code = 0;
+        if (wait_keeping_broker(w, delay, err, sizeof err)) {
+            if (err[0])
+                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
+            return -1;
+        }
+    }
+    return -1;
 }
 
 static void session_close(struct worker *w)
@@ -138,7 +218,8 @@ static long consume_loop(struct worker *w, struct item *items)
                 if (mysql_ping(w->db.conn)) {
                     sc_log(SC_LOG_WARN, &lf, "database connection lost while idle: %s",
                            mysql_error(w->db.conn));
-                    break;
+                    if (reconnect_db(w))
+                        break;
                 }
             }
             continue;
@@ -167,7 +248,7 @@ static long consume_loop(struct worker *w, struct item *items)
             amqp_destroy_envelope(&items[i].env);
         }
         handled += n;
-        if (next == NEXT_RESET)
+        if (next == NEXT_RESET || (next == NEXT_DB_LOST && reconnect_db(w)))
             break;
     }
     return handled;

@@ -33,14 +33,16 @@ struct worker {
     struct sc_amqp out;  /* publishing connection, confirm mode: DLQ and retries */
     pthread_t thread;
     int64_t last_db_use_ms;
-    int64_t last_heartbeat_ms; /* last heartbeat sent by keep_alive() */
+    int64_t last_heartbeat_ms; /* last heartbeat sent by sc_worker_keep_alive() */
     struct item *items;  /* batch_max deliveries */
     char *reasons;       /* batch_max * SC_REASON_LEN, for handle_batch */
     int up_db, up_amqp, up_consuming; /* this worker's part of the gauges */
 };
 
-/* What the loop does after a delivery. */
-enum next { NEXT_CONTINUE, NEXT_RESET };
+/* What the loop does after a batch: go on, make the database session again
+ * keeping the broker session (the batch is settled or returned), or reset
+ * every connection. */
+enum next { NEXT_CONTINUE, NEXT_DB_LOST, NEXT_RESET };
 
 /* What becomes of a delivery of the batch. */
 enum disposition {
@@ -72,6 +74,11 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n);
 
 /* consumer.c: moves this worker's contribution to a connection gauge. */
 void sc_worker_gauge(atomic_int *g, int *mine, int up);
+
+/* consumer.c: heartbeats on both broker connections every half interval
+ * while the worker is busy elsewhere (rabbitmq-c sends them only inside its
+ * own calls). */
+void sc_worker_keep_alive(struct worker *w);
 
 /* consumer.c: a fresh database session (autocommit off, UTC, bounded lock
  * waits, statements prepared). Returns 0, or -1 (the caller resets all). */
