@@ -137,6 +137,10 @@ static const struct field consumer_fields[] = {
     {.key = "queue_type", .type = F_STR, .off = CON(queue_type), .def_str = "classic",
      .choices = queue_types,
      .help = "`classic` or `quorum`"},
+    {.key = "db_outage_hold_ms", .type = F_INT, .off = CON(db_outage_hold_ms), .min = 0,
+     .max = 600000, .def_int = 30000,
+     .help = "how long a worker whose database is lost keeps its prefetched deliveries while it "
+             "reconnects; then they go back to the queue"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};

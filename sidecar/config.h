@@ -30,6 +30,7 @@ struct sc_consumer_config {
     size_t n_retry_delays;
     char *dead_letter_queue;
     char *queue_type;          /* "classic" or "quorum" */
+    int db_outage_hold_ms;     /* deliveries kept while the database session is remade */
 };
 
 struct sc_relay_config {

@@ -23,11 +23,6 @@
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
 #define PUBLISHER_SERVICE_MS 1000
-/* How long a worker keeps its deliveries in hand while the database session
- * is made again: a Galera or MySQL failover takes seconds; beyond this the
- * database is out (or out of reach from here only) and the deliveries go
- * back to the queue for consumers that can reach it. */
-#define DB_RECONNECT_HOLD_MS 30000
 
 /* ---- sessions and workers ------------------------------------------------ */
 
@@ -92,14 +87,17 @@ static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_l
  * channel would return them too, and a quorum queue counts each return in
  * x-delivery-count, so a few database failovers in a row would dead-letter
  * messages that never ran. Returns 0, or -1 when a stop was requested, the
- * broker went away meanwhile or DB_RECONNECT_HOLD_MS passed (the caller then
- * resets everything: session_open reconnects the database before it
- * consumes again). */
+ * broker went away meanwhile or db_outage_hold_ms passed (a failover takes
+ * seconds; longer, the database is out, or out of reach from here only, and
+ * the deliveries go back to the queue for consumers that can reach it: the
+ * caller resets everything, and session_open reconnects the database before
+ * it consumes again). */
 static int reconnect_db(struct worker *w)
 {
     struct sc_log_fields lf = {.consumer = w->c->k->name};
     char err[512] = "";
-    int64_t give_up = sc_now_ms() + DB_RECONNECT_HOLD_MS;
+    int hold_ms = w->c->k->db_outage_hold_ms;
+    int64_t give_up = sc_now_ms() + hold_ms;
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
     for (unsigned long long failed = 1; !sc_stop_requested(); failed++) {
         struct sc_db_err e = {0};
@@ -113,13 +111,16 @@ static int reconnect_db(struct worker *w)
                    "broker session and deliveries in hand kept", w->db.thread_id);
             return 0;
         }
-        int delay = sc_backoff_ms(failed);
         lf.error_code = e.code;
-        if (sc_now_ms() + delay > give_up) {
+        int64_t left = give_up - sc_now_ms();
+        if (left <= 0) {
             sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu: returning the "
-                   "deliveries in hand after %d s", e.msg, failed, DB_RECONNECT_HOLD_MS / 1000);
+                   "deliveries in hand after %d ms", e.msg, failed, hold_ms);
             return -1;
         }
+        int delay = sc_backoff_ms(failed);
+        if (delay > left)
+            delay = (int)left; /* one last attempt when the hold ends */
         sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu, retrying in %d ms",
                e.msg, failed, delay);
         lf.error_code = 0;

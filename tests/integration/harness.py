@@ -327,11 +327,8 @@ def _shut(*socks):
             pass
 
 
-class CommitCuttingProxy:
-    """Listens on loopback and forwards to MariaDB. While `armed` > 0, it
-    forwards a client's COMMIT to the server, lets the server execute it,
-    then closes both sides before the reply reaches the client: the commit
-    happened, the client sees a lost connection (outcome UNKNOWN)."""
+class _MySQLProxy:
+    """A loopback listener in front of MariaDB; subclasses accept()."""
 
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
@@ -340,16 +337,11 @@ class CommitCuttingProxy:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
-        self.armed = 0
-        self.commit_seen = 0
-        self.cuts = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def url(self, role="CONSUMER"):
-        """role's URL (sql/grants/) pointed at the proxy."""
-        import re
-        return re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{self.port}/", os.environ[f"SC_TEST_MYSQL_{role}_URL"])
+    def _serve(self):
+        """Started by the subclass once its state is set."""
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while True:
@@ -357,10 +349,32 @@ class CommitCuttingProxy:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            s = socket.create_connection(self.target)
-            state = {"blocked": False}
-            threading.Thread(target=self._client_to_server, args=(c, s, state), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(s, c, state), daemon=True).start()
+            self._take(c)
+
+    def url(self, role="CONSUMER"):
+        """role's URL (sql/grants/) pointed at the proxy."""
+        import re
+        return re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{self.port}/", os.environ[f"SC_TEST_MYSQL_{role}_URL"])
+
+
+class CommitCuttingProxy(_MySQLProxy):
+    """Forwards to MariaDB. While `armed` > 0, it
+    forwards a client's COMMIT to the server, lets the server execute it,
+    then closes both sides before the reply reaches the client: the commit
+    happened, the client sees a lost connection (outcome UNKNOWN)."""
+
+    def __init__(self, target_port):
+        super().__init__(target_port)
+        self.armed = 0
+        self.commit_seen = 0
+        self.cuts = 0
+        self._serve()
+
+    def _take(self, c):
+        s = socket.create_connection(self.target)
+        state = {"blocked": False}
+        threading.Thread(target=self._client_to_server, args=(c, s, state), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(s, c, state), daemon=True).start()
 
     def _pipe(self, src, dst, state):
         try:
@@ -410,6 +424,53 @@ class CommitCuttingProxy:
         except OSError:
             pass
         _shut(c, s)
+
+
+class GateProxy(_MySQLProxy):
+    """Forwards to MariaDB until down(): then it cuts every open connection
+    and closes each new one at once (the server out of reach from this
+    client only) until up()."""
+
+    def __init__(self, target_port):
+        super().__init__(target_port)
+        self.is_down = False
+        self.refused = 0
+        self.open = []
+        self._serve()
+
+    def down(self):
+        with self.lock:
+            self.is_down = True
+            socks, self.open = self.open, []
+        for pair in socks:
+            _shut(*pair)
+
+    def up(self):
+        with self.lock:
+            self.is_down = False
+
+    def _take(self, c):
+        with self.lock:
+            if self.is_down:
+                self.refused += 1
+                c.close()
+                return
+            s = socket.create_connection(self.target)
+            self.open.append((c, s))
+        for src, dst in ((c, s), (s, c)):
+            threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        _shut(src, dst)
 
 
 # ---- the relay and the producer ---------------------------------------------
@@ -474,13 +535,15 @@ def insert_outbox(n, event_type="ORDER_ACCEPTED", status="PENDING", lease_owner=
     return ids
 
 
-def bound_queue(exchange, routing_key="#"):
-    """A fresh durable queue bound to exchange (declared durable topic)."""
-    q = "q-" + suffix()
+def bound_queue(exchange, routing_key="#", queue=None, quorum=False):
+    """A durable queue (fresh unless named) bound to exchange (declared
+    durable topic): a consumer's queue declared before it starts, so that
+    what is published first waits for it."""
+    q = queue or "q-" + suffix()
     conn = amqp()
     ch = conn.channel()
     ch.exchange_declare(exchange, "topic", durable=True)
-    ch.queue_declare(q, durable=True)
+    ch.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum"} if quorum else None)
     ch.queue_bind(q, exchange, routing_key)
     conn.close()
     return q

@@ -11,12 +11,7 @@ from harness import *
 N = 30
 CUT = 5  # the claim of the 5th delivery pauses; its connection is killed then
 sc = Sidecar(consumer_extra={"queue_type": "quorum", "prefetch": 64, "batch_max": 1, "workers": 1})
-conn = amqp()
-ch = conn.channel()
-ch.exchange_declare(sc.exchange, "topic", durable=True)
-ch.queue_declare(sc.queue, durable=True, arguments={"x-queue-type": "quorum"})
-ch.queue_bind(sc.queue, sc.exchange, "#")
-conn.close()
+bound_queue(sc.exchange, queue=sc.queue, quorum=True)
 events = new_events(N, start=4200)
 ids = [e for e, _ in events]
 publish_events(sc.exchange, events)  # all waiting: the worker takes them all in hand at once
@@ -30,6 +25,8 @@ ok(threads, "the worker's database thread id is logged", detail=sc.lines()[-5:])
 query(f"KILL CONNECTION {threads[0]}")
 ok(wait_until(lambda: count_in("notification_job", "event_id", ids) == N, timeout=60),
    "every event applied")
+# Outcome lines are written after the ack, which follows the COMMIT seen above.
+wait_until(lambda: len({l.get("event_id") for l in sc.outcomes("applied")} & set(ids)) == N, timeout=10)
 is_eq(count_in("notification_job", "event_id", ids), N, "each once (effects by event id)")
 is_eq(count_in("consumed_event", "event_id", ids, f"AND consumer_name = '{sc.name}'"), N, "one claim each")
 lost = [l for l in sc.lines() if "database connection lost during a batch" in l.get("msg", "")]

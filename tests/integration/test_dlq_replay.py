@@ -36,7 +36,8 @@ publish(ch, a.exchange, "FLAKY", event_body(eid, etype="FLAKY", subject="42"), m
 conn.close()
 ok(wait_until(lambda: queue_depth(a.dlq) == 1 and applied(b, eid), timeout=30),
    "A dead-lettered the event after its attempts, B applied it")
-ok(any(l.get("event_id") == eid for l in a.outcomes("dead_lettered")), "A logged the dead-letter")
+ok(wait_until(lambda: any(l.get("event_id") == eid for l in a.outcomes("dead_lettered")), timeout=10),
+   "A logged the dead-letter")
 is_eq(consumed_rows(b, eid), 1, "B has its consumed_event row")
 # B's bookkeeping is purged (its retention passed); A's DLQ still holds the event.
 query("DELETE FROM consumed_event WHERE consumer_name = %s AND event_id = %s", (b.name, eid))

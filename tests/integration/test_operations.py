@@ -58,7 +58,8 @@ ok(rc == 0 and "replayed 1 of 1" in out, f"dlq replay --id ({out.strip().splitli
 ok(wait_until(lambda: count_in("notification_job", "event_id", [blocked], "AND order_id = 6001") == 1, timeout=20),
    "the replayed message went back to the consumer's queue and was applied")
 is_eq(queue_depth(sc.dlq), 1, "only the other message is left in the DLQ")
-applied = [l for l in sc.outcomes("applied") if l["event_id"] == blocked]
+# The outcome line follows the COMMIT the wait above saw (it is written after the ack).
+applied = wait_until(lambda: [l for l in sc.outcomes("applied") if l["event_id"] == blocked], timeout=10)
 ok(applied and applied[0]["attempt"] == 1, "the replay starts again at attempt 1")
 
 # --- purge ---
@@ -97,7 +98,9 @@ is_eq(count_in("consumed_event", "event_id", old_ids), 0, "every old row gone")
 ids = [e for e, _ in events]
 wait_until(lambda: count_in("consumed_event", "event_id", ids) >= 1500 and queue_depth(sc.queue) == 0, timeout=60)
 is_eq(count_in("notification_job", "event_id", ids), 1500, "the live stream kept exact effects during the purge")
-is_eq(len([l for l in sc.outcomes("duplicate") if l["event_id"] in set(ids)]), 200, "and its repeats were recognised")
+repeats = lambda: len([l for l in sc.outcomes("duplicate") if l["event_id"] in set(ids)])
+wait_until(lambda: repeats() >= 200, timeout=10)
+is_eq(repeats(), 200, "and its repeats were recognised")
 ok(not sc.outcomes("retried"), "no deadlock or lock wait made a live delivery retry")
 rc, out = run_sidecar_cmd(["purge", "--older-than", "1h", "--force"], cfg)
 is_eq(rc, 0, "--force overrides the horizon")

@@ -7,13 +7,8 @@ from harness import *
 
 sc = Sidecar(consumer_extra={"queue_type": "quorum", "max_attempts": 2, "prefetch": 1})
 poison = str(uuid.uuid4())
-conn = amqp()
-ch = conn.channel()
-ch.exchange_declare(sc.exchange, "topic", durable=True)
-ch.queue_declare(sc.queue, durable=True, arguments={"x-queue-type": "quorum"})
-ch.queue_bind(sc.queue, sc.exchange, "#")
-publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(poison, subject="9"), message_id=poison)
-conn.close()
+bound_queue(sc.exchange, queue=sc.queue, quorum=True)
+publish_events(sc.exchange, [(poison, "9")])
 codes = []
 for run in range(2):
     sc.start(env={"SIDECAR_FAULT": "consumer.after_insert"}, wait=False)
@@ -21,7 +16,7 @@ for run in range(2):
 is_eq(codes, [86, 86], "the message took the process down twice (first delivery and one redelivery)")
 ok(sc.start(), "restarted without the fault")
 ok(wait_until(lambda: queue_depth(sc.dlq) == 1, timeout=30), "the third delivery went to the DLQ")
-dead = [l for l in sc.outcomes("dead_lettered") if l.get("event_id") == poison]
+dead = wait_until(lambda: [l for l in sc.outcomes("dead_lettered") if l.get("event_id") == poison], timeout=10)
 ok(dead and "x-delivery-count" in dead[0]["msg"], "the reason names x-delivery-count", detail=dead)
 is_eq(count_in("consumed_event", "event_id", [poison]), 0, "no claim was ever committed")
 ok(any(l.split("\t")[0] == sc.queue and "quorum" in l
@@ -38,13 +33,8 @@ is_eq(sc.stop(), 0, "clean stop")
 # the redelivery is a duplicate (acked, no effect), not a dead letter.
 sc2 = Sidecar(consumer_extra={"queue_type": "quorum", "max_attempts": 1, "prefetch": 1})
 applied = str(uuid.uuid4())
-conn = amqp()
-ch = conn.channel()
-ch.exchange_declare(sc2.exchange, "topic", durable=True)
-ch.queue_declare(sc2.queue, durable=True, arguments={"x-queue-type": "quorum"})
-ch.queue_bind(sc2.queue, sc2.exchange, "#")
-publish(ch, sc2.exchange, "ORDER_ACCEPTED", event_body(applied, subject="10"), message_id=applied)
-conn.close()
+bound_queue(sc2.exchange, queue=sc2.queue, quorum=True)
+publish_events(sc2.exchange, [(applied, "10")])
 sc2.start(env={"SIDECAR_FAULT": "consumer.after_commit"}, wait=False)
 is_eq(sc2.wait_exit(30), 86, "the process died after COMMIT, before the ack")
 is_eq(count_in("notification_job", "event_id", [applied]), 1, "its effect is committed")

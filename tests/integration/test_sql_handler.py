@@ -135,7 +135,8 @@ distinct = {e[0] for e in stream}
 rm = Sidecar(handler=SQL_HANDLER, consumer_extra={"handler_config": RM_CONFIG, "workers": 2, "batch_max": 8})
 ok(rm.start(), "read model: sidecar started")
 publish_bodies(rm.exchange, stream)
-wait_until(lambda: consumed(rm.name, distinct) == len(distinct) and queue_depth(rm.queue) == 0, timeout=90)
+wait_until(lambda: consumed(rm.name, distinct) == len(distinct) and queue_depth(rm.queue) == 0
+           and len(rm.outcomes("duplicate")) >= 1, timeout=90)
 is_eq(consumed(rm.name, distinct), len(distinct), "every distinct event claimed once")
 ok(len(rm.outcomes("duplicate")) >= 1, f"repeats were delivered and recognised ({len(rm.outcomes('duplicate'))})")
 is_eq(queue_depth(rm.dlq), 0, "nothing dead-lettered")
