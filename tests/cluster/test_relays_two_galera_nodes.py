@@ -38,6 +38,16 @@ published = lambda: count_in("outbox_event", "event_id", ids, "AND status = 'PUB
 wait_until(lambda: published() == N, timeout=180)
 elapsed = time.time() - t0
 is_eq(published(), N, "every row PUBLISHED")
+
+
+def claims_failed(r):
+    """sidecar_relay_claim_failed_total (the log says a repeated error once)."""
+    st, body = r.get("/metrics")
+    m = re.search(r"^sidecar_relay_claim_failed_total(?:\{[^}]*\})? (\d+)", body, re.M) if st == 200 else None
+    return int(m.group(1)) if m else None
+
+
+fa, fb = claims_failed(a), claims_failed(b)
 a.stop()
 b.stop()
 ok(connects(a, "mysql")[:1] == [(0, "127.0.0.1:33311")] and connects(b, "mysql")[:1] == [(0, "127.0.0.1:33313")],
@@ -45,7 +55,11 @@ ok(connects(a, "mysql")[:1] == [(0, "127.0.0.1:33311")] and connects(b, "mysql")
 pa, pb = final_counters(a, "published"), final_counters(b, "published")
 ok(pa is not None and pb is not None and pa + pb == N,
    f"marked PUBLISHED once each: relay a {pa} + relay b {pb} = {N}")
-ok(pa and pb, "both relays did part of the work")
+# Which relay wins the race for the oldest rows is up to the nodes: one can
+# lose every claim to the other's certification (safe, wasted work:
+# docs/scale.md). What must hold is that both really claimed.
+ok(None not in (pa, pb, fa, fb) and (pa or fa) and (pb or fb),
+   f"both relays claimed: a published {pa} and lost {fa} claims, b published {pb} and lost {fb}")
 is_eq((final_counters(a, "lease_lost") or 0) + (final_counters(b, "lease_lost") or 0), 0, "no lease lost at marking")
 attempts = query("SELECT publish_attempts, COUNT(*) FROM outbox_event WHERE event_id IN (%s) GROUP BY publish_attempts"
                  % ",".join(["%s"] * len(ids)), ids)
@@ -54,7 +68,9 @@ msgs = drain_with_keys(q)
 seen = collections.Counter(json.loads(body)["id"] for _, _, body in msgs)
 is_eq(len(set(seen) & set(ids)), N, "every event delivered at least once")
 cert = [l for r in (a, b) for l in r.lines() if "error 1213" in l.get("msg", "") and "claim failed" in l.get("msg", "")]
-ok(len(cert) > 0, f"certification conflicts really happened and were taken as 'claim not taken' ({len(cert)})")
+ok(len(cert) > 0 and (fa or 0) + (fb or 0) > 0,
+   f"certification conflicts really happened and were taken as 'claim not taken' "
+   f"({(fa or 0) + (fb or 0)} claims failed; the log says error 1213 {len(cert)} times, once per change)")
 diag(f"{N} rows in {elapsed:.1f} s by two relays on two nodes ({N / elapsed:.0f} events/s)")
-diag(f"{len(cert)} claims lost to certification, {len(msgs) - N} extra deliveries")
+diag(f"{(fa or 0) + (fb or 0)} claims lost to certification, {len(msgs) - N} extra deliveries")
 done()
