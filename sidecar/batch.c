@@ -553,6 +553,16 @@ static enum txn probe_over_limit(struct worker *w, struct item *items, int n)
     return TXN_EMPTY;
 }
 
+/* The batch back to the queue, nothing of it acked (earlier batches are all
+ * settled, so `multiple` covers just this one), and a new database session
+ * next. Closes everything when even the nack cannot be sent. */
+static enum next return_batch(struct worker *w, struct item *items, int n)
+{
+    if (sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1))
+        return NEXT_RESET;
+    return NEXT_DB_LOST;
+}
+
 /* Parses, runs the transaction (retrying a deadlocked batch once, then one
  * delivery per transaction), and settles every delivery of the batch. */
 enum next sc_batch_process(struct worker *w, struct item *items, int n)
@@ -668,12 +678,10 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
     }
     switch (t) {
     case TXN_LOST:
-        /* Nothing committed: the batch goes back to the queue (earlier
-         * batches are all settled, so `multiple` covers just this one). */
+        /* Nothing committed. */
         sc_log(SC_LOG_WARN, &items[0].lf, "database connection lost during a batch of %d: "
                "returned to the queue, reconnecting", n);
-        return sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1) ? NEXT_RESET
-                                                                                 : NEXT_DB_LOST;
+        return return_batch(w, items, n);
     case TXN_UNKNOWN:
         for (int i = 0; i < n; i++) {
             if (items[i].d != D_APPLIED && items[i].d != D_REQUEUE)
@@ -684,11 +692,9 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
                    "returned for redelivery: %s", items[i].why);
         }
         /* Never ack: return the whole batch; the redelivery meets the
-         * unique key and settles it. */
-        if (sc_amqp_nack_requeue(&w->in, items[n - 1].env.delivery_tag, n > 1))
-            return NEXT_RESET;
-        /* What failed the COMMIT may have left the session unusable. */
-        return NEXT_DB_LOST;
+         * unique key and settles it. What failed the COMMIT may have left
+         * the session unusable: a new one. */
+        return return_batch(w, items, n);
     case TXN_BROKEN: {
         for (int i = 0; i < n; i++)
             if (items[i].parsed && items[i].d != D_DEAD)

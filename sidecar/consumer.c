@@ -34,16 +34,25 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up)
     *mine = up;
 }
 
-/* A fresh database session with the sidecar's settings (autocommit off,
- * UTC, bounded lock waits) and its statements prepared again. Returns 0, or
- * -1 when it could not be made (the caller resets everything). */
+/* Replaces the worker's database session (whatever is left of it is closed)
+ * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
+ * lock waits) and its statements prepared, the gauge following. Returns 0,
+ * or -1 with e filled. The one way every caller makes the session. */
+static int db_session_open(struct worker *w, struct sc_db_err *e)
+{
+    sc_db_close(&w->db);
+    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e);
+    sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
+    return failed ? -1 : 0;
+}
+
+/* After a handler contract violation. Returns 0, or -1 when the session
+ * could not be made (the caller reconnects). */
 int sc_worker_reset_db(struct worker *w)
 {
     struct sc_db_err e = {0};
     struct sc_log_fields lf = {.consumer = w->c->k->name};
-    sc_db_close(&w->db);
-    if (sc_db_connect(&w->db, w->c->cfg, &e) || sc_db_prepare_consumer(&w->db, &e)) {
-        sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 0);
+    if (db_session_open(w, &e)) {
         sc_log(SC_LOG_WARN, &lf, "database session reset failed: %s", e.msg);
         return -1;
     }
@@ -101,10 +110,7 @@ static int reconnect_db(struct worker *w)
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
     for (unsigned long long failed = 1; !sc_stop_requested(); failed++) {
         struct sc_db_err e = {0};
-        sc_db_close(&w->db);
-        sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 0);
-        if (sc_db_connect(&w->db, w->c->cfg, &e) == 0 && sc_db_prepare_consumer(&w->db, &e) == 0) {
-            sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 1);
+        if (db_session_open(w, &e) == 0) {
             sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
             w->last_db_use_ms = sc_now_ms();
             sc_log(SC_LOG_INFO, &lf, "database session made again (database thread %lu); "
@@ -155,12 +161,11 @@ static int session_open(struct worker *w, char *why, size_t why_len, unsigned *c
     char err[512], name[300];
 
     *code = 0;
-    if (sc_db_connect(&w->db, cfg, &e) || sc_db_prepare_consumer(&w->db, &e)) {
+    if (db_session_open(w, &e)) {
         *code = e.code;
         snprintf(why, why_len, "database connect failed: %s", e.msg);
         return -1;
     }
-    sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 1);
     snprintf(name, sizeof name, "sidecar consume %s worker %d", k->name, w->index);
     if (sc_amqp_connect(&w->in, cfg, name, err, sizeof err) ||
         sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {

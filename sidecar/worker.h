@@ -81,7 +81,8 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up);
 void sc_worker_keep_alive(struct worker *w);
 
 /* consumer.c: a fresh database session (autocommit off, UTC, bounded lock
- * waits, statements prepared). Returns 0, or -1 (the caller resets all). */
+ * waits, statements prepared) after a handler contract violation. Returns 0,
+ * or -1 (the caller has the loop reconnect: NEXT_DB_LOST). */
 int sc_worker_reset_db(struct worker *w);
 
 #endif
