@@ -42,9 +42,7 @@ is_eq(published(), N, "every row PUBLISHED")
 
 def claims_failed(r):
     """sidecar_relay_claim_failed_total (the log says a repeated error once)."""
-    st, body = r.get("/metrics")
-    m = re.search(r"^sidecar_relay_claim_failed_total(?:\{[^}]*\})? (\d+)", body, re.M) if st == 200 else None
-    return int(m.group(1)) if m else None
+    return metric_sum(r.http_port(), r"^sidecar_relay_claim_failed_total(?:\{[^}]*\})? (\d+)$", default=None)
 
 
 fa, fb = claims_failed(a), claims_failed(b)

@@ -313,6 +313,20 @@ def run_sidecar_cmd(args, config, env=None, timeout=30):
     return r.returncode, r.stdout + r.stderr
 
 
+def metric_sum(port, pattern, default=0):
+    """The sum of the samples on port's /metrics whose line matches pattern
+    (a regex with one group, the value, anchored per line); default when the
+    endpoint cannot be read or no sample matches."""
+    import re
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            values = re.findall(pattern, r.read().decode(), re.M)
+    except (OSError, ValueError):  # not listening, or no port yet
+        return default
+    return sum(int(v) for v in values) if values else default
+
+
 def new_events(n, start=1000):
     return [(str(uuid.uuid4()), str(start + i)) for i in range(n)]
 

@@ -5,7 +5,6 @@ same over 1,000,000."""
 import re
 import subprocess
 import threading
-import urllib.request
 
 from harness import *
 
@@ -25,13 +24,7 @@ PORT = s.http_port()  # read once: parsing the growing log on every poll would l
 
 
 def handled():
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=5) as r:
-            body = r.read().decode()
-    except OSError:
-        return 0
-    return sum(int(v) for v in re.findall(
-        r'^sidecar_messages_total\{consumer="%s",outcome="[^"]*"\} (\d+)$' % re.escape(s.name), body, re.M))
+    return metric_sum(PORT, r'^sidecar_messages_total\{consumer="%s",outcome="[^"]*"\} (\d+)$' % re.escape(s.name))
 
 
 def rss_kib():
