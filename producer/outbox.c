@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "fault.h"
-#include "outbox_rules.h"
+#include "relay/outbox_rules.h"
 
 /* UUIDv7 (RFC 9562): 48 bits of Unix time in ms, version 7, 12 bits of
  * sub-millisecond time (method 3, so ids from one process sort in creation

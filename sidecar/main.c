@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
+#include "admin/admin.h"
 #include "config.h"
-#include "consumer.h"
+#include "consume/consumer.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "relay.h"
-#include "try.h"
+#include "relay/relay.h"
+#include "admin/try.h"
 #include "sc_build_config.h"
 
 /* One row per command: its name, how it is called, what it does, whether

@@ -23,7 +23,7 @@
 
 #include "orders.h"
 #include "sidecar/outbox.h"
-#include "sidecar/url.h"
+#include "sidecar/io/url.h"
 
 #define MAX_ATTEMPTS 8
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "sidecar/handler.h"
-#include "sidecar/try.h"
+#include "sidecar/admin/try.h"
 #include "sql_config.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 
 #include "admin.h"
-#include "amqp_conn.h"
-#include "db.h"
-#include "db_settings.h"
+#include "io/amqp_conn.h"
+#include "io/db.h"
+#include "io/db_settings.h"
 #include "log.h"
 #include "plugin.h"
 #include "try.h"
-#include "url.h"
+#include "io/url.h"
 
 /* Checks one database node: connects, prints what it runs with. Returns 0,
  * or 1 when it cannot connect or its settings make the relay unsafe. */

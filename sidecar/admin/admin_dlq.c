@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "admin.h"
-#include "amqp_conn.h"
-#include "republish.h"
+#include "io/amqp_conn.h"
+#include "consume/republish.h"
 
 #define DLQ_MAX 10000
 

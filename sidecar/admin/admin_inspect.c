@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "admin.h"
-#include "db.h"
-#include "event.h"
+#include "io/db.h"
+#include "envelope/event.h"
 
 /* Runs a formatted query (the id in it is a validated canonical UUID);
  * returns the result or NULL. */

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "admin.h"
-#include "db.h"
+#include "io/db.h"
 #include "lifecycle.h"
 
 /* The longest retention accepted: 100 years. Beyond it

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "event.h"
+#include "io/db.h"
+#include "envelope/event.h"
 #include "plugin.h"
 
 #define TRY_MAX_EVENT_BYTES (16u << 20)

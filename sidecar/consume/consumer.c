@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amqp_conn.h"
-#include "db.h"
-#include "http.h"
+#include "io/amqp_conn.h"
+#include "io/db.h"
+#include "io/http.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"

@@ -7,7 +7,7 @@
 
 #include <amqp.h>
 
-#include "amqp_conn.h"
+#include "io/amqp_conn.h"
 #include "config.h"
 #include "log.h"
 

@@ -8,10 +8,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "amqp_conn.h"
+#include "io/amqp_conn.h"
 #include "config.h"
-#include "db.h"
-#include "event.h"
+#include "io/db.h"
+#include "envelope/event.h"
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"

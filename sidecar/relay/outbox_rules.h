@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json_span.h"
-#include "uuid_text.h"
+#include "envelope/json_span.h"
+#include "envelope/uuid_text.h"
 
 /* 1 when s is a UUID in the 8-4-4-4-12 hex form (any case). */
 static inline int sc_rules_uuid(const char *s)

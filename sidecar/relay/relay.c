@@ -8,13 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "amqp_conn.h"
-#include "db.h"
-#include "db_settings.h"
+#include "io/amqp_conn.h"
+#include "io/db.h"
+#include "io/db_settings.h"
 #include "fault.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "http.h"
+#include "io/http.h"
 #include "metrics.h"
 #include "outbox_rules.h"
 

@@ -2,7 +2,7 @@
  * workload: consume N messages with manual ack, one basic.ack `multiple`
  * per batch of what is waiting, no database. Prints events/s. */
 #include "bench_common.h"
-#include "sidecar/amqp_conn.h"
+#include "sidecar/io/amqp_conn.h"
 
 int main(int argc, char **argv)
 {

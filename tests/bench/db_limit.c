@@ -6,7 +6,7 @@
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
-#include "sidecar/db.h"
+#include "sidecar/io/db.h"
 
 int main(int argc, char **argv)
 {

@@ -7,7 +7,7 @@
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
-#include "sidecar/db.h"
+#include "sidecar/io/db.h"
 #include "sidecar/outbox.h"
 
 int main(int argc, char **argv)

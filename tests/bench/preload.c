@@ -8,7 +8,7 @@
 #include <uuid/uuid.h>
 
 #include "bench_common.h"
-#include "sidecar/amqp_conn.h"
+#include "sidecar/io/amqp_conn.h"
 #include "sidecar/outbox.h"
 
 #define CHUNK 2000

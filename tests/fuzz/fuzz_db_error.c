@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sidecar/db_error.h"
+#include "sidecar/io/db_error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "sidecar/event.h"
+#include "sidecar/envelope/event.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sidecar/amqp_conn.h"
+#include "sidecar/io/amqp_conn.h"
 #include "sidecar/config.h"
 
 static long rss_kib(void)

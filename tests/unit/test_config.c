@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "sidecar/config.h"
-#include "sidecar/db_settings.h"
-#include "sidecar/url.h"
+#include "sidecar/io/db_settings.h"
+#include "sidecar/io/url.h"
 #include "tap.h"
 
 #define BASE_AMQP "\"amqp\":{\"url\":\"amqp://guest:guest@127.0.0.1:5672/%2f\"}"

@@ -1,6 +1,6 @@
 /* The duplicate classifier: only 1062 on uq_consumed_event_identity is
  * "already consumed". */
-#include "sidecar/db_error.h"
+#include "sidecar/io/db_error.h"
 #include "sidecar/handler.h"
 #include "tap.h"
 

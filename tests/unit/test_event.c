@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sidecar/event.h"
-#include "sidecar/json_span.h"
+#include "sidecar/envelope/event.h"
+#include "sidecar/envelope/json_span.h"
 #include "tap.h"
 
 #define ID "4dc2061a-8b9e-44fe-b436-3ed01fc9eb6e"
