@@ -98,8 +98,9 @@ struct sc_handler_v1 {
 
 /* The server errors after which a handler should answer SC_HANDLER_RETRY
  * (the same list the sidecar uses): deadlock 1213 (the whole transaction is
- * gone; also a Galera certification failure), lock wait timeout 1205, and
- * lost or killed connections. Anything else is permanent for that event:
+ * gone; also a Galera certification failure), lock wait timeout 1205, lost
+ * or killed connections, and a node that cannot take writes for now
+ * (read-only during a failover, a Galera node out of the primary component). Anything else is permanent for that event:
  * SC_HANDLER_REJECT with the code and SQLSTATE in the reason. */
 static inline int sc_handler_error_is_transient(unsigned code)
 {
@@ -114,6 +115,10 @@ static inline int sc_handler_error_is_transient(unsigned code)
     case 2013: /* CR_SERVER_LOST */
     case 2055: /* CR_SERVER_LOST_EXTENDED */
     case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8) */
+    case 1290: /* ER_OPTION_PREVENTS_STATEMENT (--read-only) */
+    case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
+    case 1836: /* ER_READ_ONLY_MODE */
+    case 1047: /* ER_UNKNOWN_COM_ERROR (Galera: node not ready) */
         return 1;
     default:
         return 0;

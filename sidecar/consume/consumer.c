@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"
+#include "batch_io.h"
 #include "worker.h"
 
 #define RECEIVE_POLL_MS 200
@@ -38,10 +39,30 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up)
  * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
  * lock waits) and its statements prepared, the gauge following. Returns 0,
  * or -1 with e filled. The one way every caller makes the session. */
+/* A node that is read-only (a replica, a primary during a failover) takes the
+ * session but none of its claims: ask before consuming on it, so a held batch
+ * waits for a writable node instead of meeting 1290 on every delivery.
+ * Returns 0, or -1 with e filled (class "not writable" when it is read-only). */
+static int db_writable(struct worker *w, struct sc_db_err *e)
+{
+    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only", e);
+    if (!res)
+        return -1;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    int read_only = row && row[0] && strcmp(row[0], "0") != 0;
+    mysql_free_result(res);
+    if (!read_only)
+        return 0;
+    *e = (struct sc_db_err){.code = 1290, .sqlstate = "HY000", .cls = SC_DBERR_NOT_WRITABLE};
+    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.read_only = 1)");
+    return -1;
+}
+
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
-    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e);
+    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e) ||
+                 db_writable(w, e);
     sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
     return failed ? -1 : 0;
 }
@@ -101,12 +122,12 @@ static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_l
  * the deliveries go back to the queue for consumers that can reach it: the
  * caller resets everything, and session_open reconnects the database before
  * it consumes again). */
-static int reconnect_db(struct worker *w)
+static int reconnect_db(struct worker *w, int64_t since_ms)
 {
     struct sc_log_fields lf = {.consumer = w->c->k->name};
     char err[512] = "";
     int hold_ms = w->c->k->db_outage_hold_ms;
-    int64_t give_up = sc_now_ms() + hold_ms;
+    int64_t give_up = since_ms + hold_ms;
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
     for (unsigned long long failed = 1; !sc_stop_requested(); failed++) {
         struct sc_db_err e = {0};
@@ -137,6 +158,28 @@ static int reconnect_db(struct worker *w)
         }
     }
     return -1;
+}
+
+/* Runs the batch; while its database session is gone before COMMIT, makes
+ * the session again (db_outage_hold_ms at most, counted from the first
+ * loss) and runs the same batch on it, every delivery still in hand: no
+ * nack, so no x-delivery-count spent on an outage. */
+static enum next process_holding(struct worker *w, struct item *items, int n)
+{
+    enum next next = sc_batch_process(w, items, n);
+    if (next == NEXT_DB_HOLD)
+        w->hold_since_ms = sc_now_ms();
+    while (next == NEXT_DB_HOLD) {
+        if (reconnect_db(w, w->hold_since_ms)) {
+            next = NEXT_RESET; /* closing the channel returns the batch */
+            break;
+        }
+        w->holding = 1;
+        next = sc_batch_process(w, items, n);
+    }
+    w->holding = 0;
+    w->hold_culprit[0] = 0;
+    return next;
 }
 
 static void session_close(struct worker *w)
@@ -224,7 +267,7 @@ static long consume_loop(struct worker *w, struct item *items)
                 if (mysql_ping(w->db.conn)) {
                     sc_log(SC_LOG_WARN, &lf, "database connection lost while idle: %s",
                            mysql_error(w->db.conn));
-                    if (reconnect_db(w))
+                    if (reconnect_db(w, sc_now_ms()))
                         break;
                 }
             }
@@ -246,15 +289,12 @@ static long consume_loop(struct worker *w, struct item *items)
         if (closed)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err); /* all requeued */
         else
-            next = sc_batch_process(w, items, n);
-        for (int i = 0; i < n; i++) {
-            if (items[i].parsed)
-                sc_event_free(&items[i].ev);
-            items[i].parsed = 0;
+            next = process_holding(w, items, n);
+        sc_batch_release(items, n);
+        for (int i = 0; i < n; i++)
             amqp_destroy_envelope(&items[i].env);
-        }
         handled += n;
-        if (next == NEXT_RESET || (next == NEXT_DB_LOST && reconnect_db(w)))
+        if (next == NEXT_RESET || (next == NEXT_DB_LOST && reconnect_db(w, sc_now_ms())))
             break;
     }
     return handled;
@@ -362,6 +402,7 @@ int sc_consume_run(const struct sc_config *cfg)
         for (int j = 0; j < cfg->consumers[i].workers; j++) {
             struct worker *w = &ws[started];
             w->c = &cs[i];
+            w->io = &sc_batch_io_real;
             w->index = j;
             w->items = calloc((size_t)cfg->consumers[i].batch_max, sizeof *w->items);
             w->reasons = malloc((size_t)cfg->consumers[i].batch_max * SC_REASON_LEN);

@@ -1,5 +1,7 @@
 /* A consume worker and the deliveries of its batch, shared by the consume
- * loop (consumer.c) and the batch's transaction (batch.c). */
+ * loop (consumer.c) and the batch core (batch*.c), which reaches the
+ * database, the handler and the broker only through the worker's seam
+ * (batch_io.h). */
 #ifndef SC_WORKER_H
 #define SC_WORKER_H
 
@@ -8,15 +10,17 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "io/amqp_conn.h"
 #include "config.h"
-#include "io/db.h"
 #include "envelope/event.h"
+#include "io/amqp_conn.h"
+#include "io/db.h"
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"
 
 #define SC_REASON_LEN 512 /* a handler's reason buffer */
+
+struct sc_batch_io;
 
 struct consumer {
     const struct sc_config *cfg;
@@ -25,8 +29,54 @@ struct consumer {
     struct sc_consumer_metrics m;
 };
 
+/* What the loop does after a batch. */
+enum next {
+    NEXT_CONTINUE, /* every delivery is settled: go on */
+    NEXT_DB_HOLD,  /* nothing of the batch was committed and the database
+                      session is gone (lost, or its node cannot take writes):
+                      make it again, keeping every delivery in hand, and run
+                      the same batch again */
+    NEXT_DB_LOST,  /* the batch is settled or returned; make the database
+                      session again, keeping the broker session */
+    NEXT_RESET,    /* close every connection: the broker returns what is
+                      unsettled */
+};
+
+/* What becomes of a delivery of the batch. */
+enum disposition {
+    D_OPEN = 0,   /* not decided yet */
+    D_APPLIED,    /* claim + effect are in the transaction: ack after COMMIT */
+    D_DUPLICATE,  /* already consumed: ack after the transaction */
+    D_RETRY,      /* rolled back: through a delay queue, then ack */
+    D_DEAD,       /* malformed, rejected or exhausted: to the DLQ, then ack */
+    D_REQUEUE,    /* no outcome for this one: nack with requeue */
+};
+
+/* One delivery. Everything below `env` and `received_us` is the batch's
+ * state of it, set anew by sc_batch_process for every batch (item_begin). */
+struct item {
+    amqp_envelope_t env;
+    int64_t received_us;
+    int attempt;
+    int parsed;
+    struct sc_parsed_event ev;
+    enum disposition d;
+    int sticky;           /* decided before the transaction (x-delivery-count
+                             guard, an error repeated on a fresh session): no
+                             retry of the batch reopens it */
+    int ran;              /* its claim was tried in some transaction */
+    int committing;       /* applied in a transaction whose COMMIT was sent and
+                             did not answer: outcome unknown */
+    int committed;        /* its transaction's COMMIT succeeded */
+    int republished;      /* its retry or dead-letter copy was confirmed */
+    struct sc_log_fields lf;
+    char ev_sqlstate[6];
+    char why[1024];
+};
+
 struct worker {
     struct consumer *c;
+    const struct sc_batch_io *io; /* the batch core's seam */
     int index;
     struct sc_db db;
     struct sc_amqp in;   /* consuming connection */
@@ -37,40 +87,23 @@ struct worker {
     struct item *items;  /* batch_max deliveries */
     char *reasons;       /* batch_max * SC_REASON_LEN, for handle_batch */
     int up_db, up_amqp, up_consuming; /* this worker's part of the gauges */
+    /* The batch in hand after NEXT_DB_HOLD: the error that ended its session
+     * and the delivery that was running then (the same one failing again on
+     * the next session is the delivery's fault, not the database's). */
+    struct sc_db_err hold_cause;
+    char hold_culprit[37];
+    int holding;         /* the batch runs again on a session made for it */
+    int64_t hold_since_ms;
 };
 
-/* What the loop does after a batch: go on, make the database session again
- * keeping the broker session (the batch is settled or returned), or reset
- * every connection. */
-enum next { NEXT_CONTINUE, NEXT_DB_LOST, NEXT_RESET };
-
-/* What becomes of a delivery of the batch. */
-enum disposition {
-    D_OPEN = 0,   /* not decided yet */
-    D_APPLIED,    /* claim + effect are in the transaction: ack after COMMIT */
-    D_DUPLICATE,  /* already consumed: ack after the transaction */
-    D_RETRY,      /* rolled back: through a delay queue, then ack */
-    D_DEAD,       /* malformed, rejected or exhausted: to the DLQ, then ack */
-    D_REQUEUE,    /* outcome unknown for this one: nack with requeue */
-};
-
-struct item {
-    amqp_envelope_t env;
-    int64_t received_us;
-    int attempt;
-    int parsed;
-    struct sc_parsed_event ev;
-    enum disposition d;
-    int republished;      /* its retry or dead-letter copy was confirmed */
-    int decided_early;    /* dead before the transaction (x-delivery-count guard):
-                             no retry of the batch reopens it */
-    struct sc_log_fields lf;
-    char ev_sqlstate[6];
-    char why[1024];
-};
-
-/* batch.c: parses, runs the transaction and settles every delivery. */
+/* batch.c: parses, runs the transaction and settles every delivery. With
+ * NEXT_DB_HOLD the caller makes a new database session and calls it again
+ * with the same deliveries (w->holding set). */
 enum next sc_batch_process(struct worker *w, struct item *items, int n);
+
+/* batch.c: forgets the batch's state (parsed events) once its deliveries
+ * are gone. */
+void sc_batch_release(struct item *items, int n);
 
 /* consumer.c: moves this worker's contribution to a connection gauge. */
 void sc_worker_gauge(atomic_int *g, int *mine, int up);

@@ -57,6 +57,19 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
         return SC_DBERR_LOCK_WAIT;
     case 1213: /* ER_LOCK_DEADLOCK */
         return SC_DBERR_DEADLOCK;
+    case 1290: /* ER_OPTION_PREVENTS_STATEMENT: read-only is the one option a
+                  consumer's statement meets; --secure-file-priv and friends
+                  name themselves */
+        return !msg || !msg[0] || strstr(msg, "read-only") || strstr(msg, "read_only")
+                   ? SC_DBERR_NOT_WRITABLE
+                   : SC_DBERR_FAILURE;
+    case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
+    case 1836: /* ER_READ_ONLY_MODE */
+        return SC_DBERR_NOT_WRITABLE;
+    case 1047: /* ER_UNKNOWN_COM_ERROR, Galera's "WSREP has not yet prepared
+                  node for application use" on a non-primary node */
+        return !msg || !msg[0] || strstr(msg, "WSREP") ? SC_DBERR_NOT_WRITABLE
+                                                       : SC_DBERR_FAILURE;
     default:
         /* The rest of the handler ABI's list is the lost connections: one
          * list of codes for the sidecar and for handlers. */
@@ -66,12 +79,14 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
 
 const char *sc_db_error_class_name(enum sc_db_error_class c)
 {
-    static const char *const names[] = {"none",     "duplicate",  "deadlock",
-                                        "lock wait", "connection", "failure"};
+    static const char *const names[] = {"none",       "duplicate", "deadlock",
+                                        "lock wait",  "connection", "failure",
+                                        "not writable", "savepoint gone"};
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
 }
 
 int sc_db_error_is_transient(enum sc_db_error_class c)
 {
-    return c == SC_DBERR_DEADLOCK || c == SC_DBERR_LOCK_WAIT || c == SC_DBERR_CONNECTION;
+    return c == SC_DBERR_DEADLOCK || c == SC_DBERR_LOCK_WAIT || c == SC_DBERR_CONNECTION ||
+           c == SC_DBERR_NOT_WRITABLE;
 }

@@ -18,6 +18,11 @@ enum sc_db_error_class {
                              runs innodb_rollback_on_timeout) */
     SC_DBERR_CONNECTION,  /* the connection is gone: outcome of an open commit unknown */
     SC_DBERR_FAILURE,     /* anything else, 1062 on any other key included */
+    SC_DBERR_NOT_WRITABLE, /* the node cannot take writes now (read-only 1290/1836/1792,
+                              Galera non-primary 1047): an outage, not the message's fault */
+    SC_DBERR_SAVEPOINT_GONE, /* 1305 on the sidecar's own savepoint statement: the
+                                transaction it was set in is gone (assigned by the caller,
+                                never by sc_db_classify: 1305 also names a missing procedure) */
 };
 
 /* Copies the key name of a 1062 message (after the last "for key '", up to
@@ -31,7 +36,8 @@ int sc_db_is_consumed_duplicate(unsigned err, const char *msg);
 
 enum sc_db_error_class sc_db_classify(unsigned err, const char *msg);
 
-/* Worth a later retry: deadlock, lock wait, or a lost connection. The same
+/* Worth a later retry: deadlock, lock wait, a lost connection or a node
+ * that cannot take writes. The same
  * answer as sc_handler_error_is_transient() in the handler ABI header (a
  * unit test holds the two together). */
 int sc_db_error_is_transient(enum sc_db_error_class c);

@@ -1,0 +1,110 @@
+/* The daemon's side of the batch core's seam: the worker's database session,
+ * its plugin and its two broker connections. */
+#include "consume/batch_io.h"
+
+#include "consume/republish.h"
+#include "consume/worker.h"
+
+static int exec_(struct worker *w, const char *sql, struct sc_db_err *e)
+{
+    return sc_db_query(&w->db, sql, e);
+}
+
+static int claim(struct worker *w, const char *id, struct sc_db_err *e)
+{
+    return sc_db_insert_consumed(&w->db, w->c->k->name, id, e);
+}
+
+static int claim_many(struct worker *w, const char *const *ids, int n, struct sc_db_err *e)
+{
+    return sc_db_insert_consumed_many(&w->db, w->c->k->name, ids, n, e);
+}
+
+static int unclaim_many(struct worker *w, const char *const *ids, int n, struct sc_db_err *e)
+{
+    return sc_db_delete_consumed_many(&w->db, w->c->k->name, ids, n, e);
+}
+
+static int count_claims(struct worker *w, const char *const *ids, int n, long *found,
+                        struct sc_db_err *e)
+{
+    return sc_db_count_consumed_many(&w->db, w->c->k->name, ids, n, found, e);
+}
+
+static int commit(struct worker *w, struct sc_db_err *e)
+{
+    return sc_db_commit(&w->db, e);
+}
+
+static int rollback(struct worker *w, struct sc_db_err *e)
+{
+    return sc_db_rollback(&w->db, e);
+}
+
+static int in_transaction(struct worker *w)
+{
+    return sc_db_in_transaction(&w->db);
+}
+
+static void last_error(struct worker *w, struct sc_db_err *e)
+{
+    sc_db_last_error(&w->db, e);
+}
+
+static sc_handler_status handle(struct worker *w, const struct sc_event *ev, char *reason,
+                                size_t reason_len)
+{
+    return sc_plugin_handle(&w->c->plugin, w->db.conn, ev, reason, reason_len);
+}
+
+static int has_batch(struct worker *w)
+{
+    return w->c->plugin.handle_batch != NULL;
+}
+
+static int handle_batch(struct worker *w, const struct sc_event *const *evs, size_t n,
+                        sc_handler_status *st, char *reasons, size_t reason_len)
+{
+    return sc_plugin_handle_batch(&w->c->plugin, w->db.conn, evs, n, st, reasons, reason_len);
+}
+
+static int publish_dead(struct worker *w, const struct item *it, const char *why)
+{
+    return sc_republish_dead(&w->out, w->c->k, &it->env, it->attempt, why, &it->lf);
+}
+
+static int publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)
+{
+    return sc_republish_retry(&w->out, w->c->k, &it->env, it->attempt, delay_ms, why, &it->lf);
+}
+
+static int ack(struct worker *w, uint64_t tag, int multiple)
+{
+    return sc_amqp_ack(&w->in, tag, multiple);
+}
+
+static int nack(struct worker *w, uint64_t tag, int multiple)
+{
+    return sc_amqp_nack_requeue(&w->in, tag, multiple);
+}
+
+const struct sc_batch_io sc_batch_io_real = {
+    .exec = exec_,
+    .claim = claim,
+    .claim_many = claim_many,
+    .unclaim_many = unclaim_many,
+    .count_claims = count_claims,
+    .commit = commit,
+    .rollback = rollback,
+    .in_transaction = in_transaction,
+    .last_error = last_error,
+    .replace_session = sc_worker_reset_db,
+    .handle = handle,
+    .has_batch = has_batch,
+    .handle_batch = handle_batch,
+    .publish_dead = publish_dead,
+    .publish_retry = publish_retry,
+    .ack = ack,
+    .nack = nack,
+    .keep_alive = sc_worker_keep_alive,
+};

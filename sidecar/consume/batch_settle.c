@@ -1,0 +1,129 @@
+/* Settling a batch with the broker: copies to a delay queue or the DLQ
+ * (confirmed before the original is acked), acks, nacks, and the outcome
+ * line and counter of every delivery. */
+#include <stdio.h>
+#include <string.h>
+
+#include "consume/batch_core.h"
+
+/* Publishes a copy to the delay queue of its attempt, or to the DLQ once
+ * attempts are exhausted (then it->d becomes D_DEAD). */
+static int publish_retry(struct worker *w, struct item *it)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    if (it->attempt >= k->max_attempts) {
+        char prefix[64];
+        int plen = snprintf(prefix, sizeof prefix, "attempts exhausted (%d of %d): ", it->attempt,
+                            k->max_attempts);
+        size_t keep = sizeof it->why - (size_t)plen - 1;
+        memmove(it->why + plen, it->why, keep);
+        it->why[sizeof it->why - 1] = 0;
+        memcpy(it->why, prefix, (size_t)plen);
+        it->d = D_DEAD;
+        return w->io->publish_dead(w, it, it->why);
+    }
+    size_t step = (size_t)(it->attempt - 1) < k->n_retry_delays ? (size_t)(it->attempt - 1)
+                                                                 : k->n_retry_delays - 1;
+    int rc = w->io->publish_retry(w, it, k->retry_delays_ms[step], it->why);
+    if (rc == 0)
+        snprintf(it->why + strlen(it->why), sizeof it->why - strlen(it->why),
+                 " (retry in %d ms)", k->retry_delays_ms[step]);
+    return rc;
+}
+
+static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
+{
+    atomic_ullong *out = w->c->m.outcomes;
+    switch (it->d) {
+    case D_APPLIED:
+        atomic_fetch_add(&out[SC_OUT_APPLIED], 1);
+        sc_hist_observe(&w->c->m.receive_to_commit, (double)(committed_us - it->received_us) / 1e6);
+        it->lf.outcome = "applied";
+        it->lf.duration_us = (uint64_t)(committed_us - it->received_us);
+        sc_log(SC_LOG_INFO, &it->lf, "applied");
+        break;
+    case D_DUPLICATE:
+        atomic_fetch_add(&out[SC_OUT_DUPLICATE], 1);
+        it->lf.outcome = "duplicate";
+        sc_log(SC_LOG_INFO, &it->lf, "already consumed (1062 on %s): acked without effect",
+               SC_CONSUMED_EVENT_CONSTRAINT);
+        break;
+    case D_RETRY:
+        atomic_fetch_add(&out[SC_OUT_RETRIED], 1);
+        it->lf.outcome = "retried";
+        sc_log(SC_LOG_WARN, &it->lf, "will retry (attempt %d of %d): %s", it->attempt + 1,
+               w->c->k->max_attempts, it->why);
+        break;
+    case D_DEAD:
+        atomic_fetch_add(&out[SC_OUT_DEAD_LETTERED], 1);
+        it->lf.outcome = "dead_lettered";
+        sc_log(SC_LOG_WARN, &it->lf, "dead-lettered to %s: %s", w->c->k->dead_letter_queue,
+               it->why);
+        break;
+    default:
+        break;
+    }
+}
+
+/* A delivery returned without an outcome: "unknown" only when it was in a
+ * COMMIT whose result nobody knows; else it never ran to the end. */
+static void log_returned(struct worker *w, struct item *it)
+{
+    if (it->committing) {
+        atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
+        it->lf.outcome = "unknown";
+        sc_log(SC_LOG_ERROR, &it->lf, "COMMIT failed, outcome unknown: not acked, returned for "
+               "redelivery: %s", it->why);
+    } else {
+        it->lf.outcome = "returned";
+        sc_log(SC_LOG_INFO, &it->lf, "returned to the queue without an outcome (%s)",
+               it->ran ? "its transaction did not finish" : "it did not run");
+    }
+}
+
+/* Republishes what goes to a delay queue or the DLQ, then acks. With every
+ * delivery of the batch settled one basic.ack with `multiple` covers them
+ * all (earlier batches are all settled already). */
+enum next sc_settle(struct worker *w, struct item *items, int n, int64_t committed_us)
+{
+    int all_settled = 1, requeue = 0;
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        if (it->d == D_REQUEUE) {
+            requeue = 1;
+            continue;
+        }
+        if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
+            continue;
+        w->io->keep_alive(w);
+        int rc = it->d == D_RETRY ? publish_retry(w, it) : w->io->publish_dead(w, it, it->why);
+        if (rc != 0)
+            all_settled = 0; /* this one and the rest stay unacked */
+        else
+            it->republished = 1;
+    }
+    uint64_t last = items[n - 1].env.delivery_tag;
+    if (all_settled && !requeue) {
+        if (w->io->ack(w, last, n > 1)) {
+            sc_log(SC_LOG_WARN, &items[n - 1].lf, "ack could not be sent; the broker will redeliver");
+            return NEXT_RESET;
+        }
+        for (int i = 0; i < n; i++)
+            log_outcome(w, &items[i], committed_us);
+        return NEXT_CONTINUE;
+    }
+    /* Mixed batch: ack one by one what is settled, return the rest. */
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        int settled = it->d == D_APPLIED || it->d == D_DUPLICATE || it->republished;
+        if (settled) {
+            failed |= w->io->ack(w, it->env.delivery_tag, 0) != 0;
+            log_outcome(w, it, committed_us);
+        } else if (it->d == D_REQUEUE) {
+            failed |= w->io->nack(w, it->env.delivery_tag, 0) != 0;
+            log_returned(w, it);
+        }
+    }
+    return failed || !all_settled ? NEXT_RESET : NEXT_CONTINUE;
+}
