@@ -219,6 +219,10 @@ static enum next hold(struct worker *w, struct item *items, int n, const struct 
         it->sticky = 1;
         culprit = "";
     } else {
+        /* Lost again with no delivery to blame (a multi-row claim, a batch
+         * handler): next time one savepoint per delivery tells which. */
+        if (w->holding && !culprit[0])
+            w->hold_one_by_one = 1;
         sc_log(SC_LOG_WARN, &items[0].lf, "database %s during a batch of %d (error %u: %s): "
                "holding the batch while the session is made again",
                t->cause.cls == SC_DBERR_NOT_WRITABLE ? "cannot take writes" : "session lost", n,

@@ -474,7 +474,7 @@ struct txn_end sc_txn_run(struct worker *w, struct item *items, int n)
     w->last_db_use_ms = sc_now_ms();
     if (open == 0)
         return r.end;
-    if (open > 1 && run_fast(&r))
+    if (open > 1 && !w->hold_one_by_one && run_fast(&r))
         return r.end;
     run_per_delivery(&r);
     return r.end;

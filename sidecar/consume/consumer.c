@@ -178,6 +178,7 @@ static enum next process_holding(struct worker *w, struct item *items, int n)
         next = sc_batch_process(w, items, n);
     }
     w->holding = 0;
+    w->hold_one_by_one = 0;
     w->hold_culprit[0] = 0;
     return next;
 }

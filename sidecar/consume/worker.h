@@ -93,6 +93,8 @@ struct worker {
     struct sc_db_err hold_cause;
     char hold_culprit[37];
     int holding;         /* the batch runs again on a session made for it */
+    int hold_one_by_one; /* and one savepoint per delivery, to find the delivery
+                            that loses the session (the fast path cannot tell) */
     int64_t hold_since_ms;
 };
 

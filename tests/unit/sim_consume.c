@@ -1,0 +1,1110 @@
+/* A deterministic simulation of the consumer core. The real batch code
+ * (sidecar/consume/batch*.c) runs against stand-ins of its seam
+ * (batch_io.h): a database that keeps transactions, savepoints, autocommit
+ * and the server's status flag as the client sees it; a handler that may
+ * apply, refuse, swallow an error, clear it, COMMIT, ROLLBACK or turn
+ * autocommit on; a broker with tags, acks, nacks, confirms that fail
+ * before or after the copy exists, and quorum delivery counts. A seeded
+ * schedule decides every fault; invariants are checked after every batch and
+ * at the end of the schedule, when the faults have stopped and the queue
+ * has drained.
+ *
+ *   sim_consume [--seeds N] [--first S]    N schedules from seed S (TAP)
+ *   sim_consume --seed S --verbose         one schedule, every step told
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "consume/batch_core.h"
+#include "consume/republish.h"
+#include "log.h"
+
+#define MAX_EVENTS 12
+#define MAX_MSGS 64      /* messages alive at once: originals, copies, redeliveries */
+#define MAX_DELIVERIES 4096
+#define MAX_OPS 256
+#define MAX_SP 16
+#define BATCH_MAX 6
+
+/* ---- the schedule ------------------------------------------------------- */
+
+static uint64_t rng;
+static int verbose;
+
+static uint64_t next_u64(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int pick(int n) { return (int)(next_u64() % (uint64_t)n); }
+static int chance(int percent) { return pick(100) < percent; }
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    if (!verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("# ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+/* ---- the world ------------------------------------------------------------ */
+
+enum op_kind { OP_CLAIM, OP_UNCLAIM, OP_EFFECT };
+struct op { enum op_kind kind; int ev; };
+struct sp { char name[32]; int at; };
+
+struct msg {
+    int ev;          /* event index, or -1 when malformed */
+    int attempt;     /* x-sidecar-attempts */
+    int dcount;      /* x-delivery-count (quorum) */
+    int redelivered;
+};
+
+enum dstate { DS_UNACKED, DS_ACKED, DS_NACKED, DS_CLOSED };
+struct delivery {
+    struct msg m;
+    uint64_t tag;
+    int channel;
+    enum dstate st;
+    int copy_confirmed; /* a retry or DLQ copy of it was confirmed */
+    int copy_to_dlq;
+};
+
+struct world {
+    /* what this schedule may do */
+    int faults;          /* faults allowed now */
+    int fault_pct;       /* chance of a fault at each point */
+    int quorum;
+    int has_batch;
+    int max_attempts;
+    int n_events;
+    int poison;          /* an event whose handler always leaves the session out of
+                            sync (a CALL whose results it never reads), or -1 */
+    /* database: committed state */
+    int claims[MAX_EVENTS];
+    int effects[MAX_EVENTS];
+    /* database: the session */
+    struct op ops[MAX_OPS];
+    int n_ops;
+    struct sp sps[MAX_SP];
+    int n_sps;
+    int in_txn;          /* the server's transaction */
+    int status_in_trans; /* what the client last saw in an OK packet */
+    int autocommit;
+    int dead;            /* 2006 on every call until a new session */
+    int out_of_sync;     /* 2014 on every call until a new session */
+    int read_only;       /* 1290 on every write until a new session */
+    struct sc_db_err last;
+    int outage;          /* a session-ending fault happened in this session */
+    int tainted;         /* a handler ended the transaction in this session */
+    /* broker */
+    struct msg queue[MAX_MSGS];
+    int n_queue;
+    struct msg delayed[MAX_MSGS]; /* retry copies waiting out their delay */
+    int n_delayed;
+    int dlq[MAX_EVENTS + 1];      /* DLQ copies per event (index n_events: malformed) */
+    struct delivery dl[MAX_DELIVERIES];
+    int n_dl;
+    int channel;
+    uint64_t next_tag;
+    int n_malformed_sent;
+    /* Events of a batch whose handler broke the contract: what such a
+     * handler committed cannot be told, so their effect may be missing or
+     * doubled (they are dead-lettered for a person to look at); every other
+     * event keeps every guarantee. */
+    int involved[MAX_EVENTS];
+    int batch_evs[BATCH_MAX], n_batch_evs;
+    /* the verdict */
+    char failure[512];
+};
+
+static struct world W;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    if (W.failure[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(W.failure, sizeof W.failure, fmt, ap);
+    va_end(ap);
+    say("INVARIANT BROKEN: %s", W.failure);
+}
+
+static char ids[MAX_EVENTS][37];
+
+static int event_of(const char *id)
+{
+    for (int i = 0; i < W.n_events; i++)
+        if (strcmp(ids[i], id) == 0)
+            return i;
+    fail("unknown event id %s", id);
+    return 0;
+}
+
+/* ---- the stand-in database -------------------------------------------------- */
+
+static int visible_claim(int ev)
+{
+    int v = W.claims[ev];
+    for (int i = 0; i < W.n_ops; i++)
+        if (W.ops[i].ev == ev && W.ops[i].kind != OP_EFFECT)
+            v = W.ops[i].kind == OP_CLAIM;
+    return v;
+}
+
+static void apply_ops(void)
+{
+    for (int i = 0; i < W.n_ops; i++) {
+        struct op *o = &W.ops[i];
+        if (o->kind == OP_CLAIM)
+            W.claims[o->ev] = 1;
+        else if (o->kind == OP_UNCLAIM)
+            W.claims[o->ev] = 0;
+        else
+            W.effects[o->ev]++;
+    }
+    W.n_ops = 0;
+}
+
+static void txn_end(int commit)
+{
+    if (commit)
+        apply_ops();
+    W.n_ops = 0;
+    W.n_sps = 0;
+    W.in_txn = 0;
+}
+
+static int set_err(struct sc_db_err *e, unsigned code, const char *msg)
+{
+    struct sc_db_err x = {.code = code};
+    snprintf(x.sqlstate, sizeof x.sqlstate, "%s", code == 2006 || code == 2013 ? "HY000" : "40001");
+    snprintf(x.msg, sizeof x.msg, "%s", msg);
+    x.cls = sc_db_classify(code, msg);
+    W.last = x;
+    if (e)
+        *e = x;
+    return -1;
+}
+
+static void ok_statement(void)
+{
+    memset(&W.last, 0, sizeof W.last);
+    if (!W.autocommit)
+        W.in_txn = 1;
+    W.status_in_trans = W.in_txn && !W.autocommit;
+}
+
+/* A statement's fate before it runs: a fault, or the session's state.
+ * Returns 0 to run it, -1 with e filled. */
+static int statement_fault(int writes, struct sc_db_err *e)
+{
+    if (W.dead)
+        return set_err(e, 2006, "MySQL server has gone away");
+    if (W.out_of_sync)
+        return set_err(e, 2014, "Commands out of sync; you can't run this command now");
+    if (writes && W.read_only)
+        return set_err(e, 1290, "The MariaDB server is running with the --read-only option so it "
+                                "cannot execute this statement");
+    if (!W.faults || !chance(W.fault_pct))
+        return 0;
+    /* A statement that writes nothing (a savepoint, a count) can only lose
+     * its session. */
+    switch (writes ? pick(7) : 2 * pick(2)) {
+    case 0:
+        say("  fault: connection lost");
+        txn_end(0);
+        W.dead = W.outage = 1;
+        return set_err(e, 2013, "Lost connection to server during query");
+    case 1:
+        say("  fault: deadlock (the server rolls the transaction back)");
+        txn_end(0);
+        return set_err(e, 1213, "Deadlock found when trying to get lock; try restarting transaction");
+    case 2:
+        say("  fault: commands out of sync (a session that cannot go on)");
+        W.out_of_sync = W.outage = 1;
+        return set_err(e, 2014, "Commands out of sync; you can't run this command now");
+    case 3:
+        say("  fault: lock wait timeout with innodb_rollback_on_timeout");
+        txn_end(0);
+        return set_err(e, 1205, "Lock wait timeout exceeded; try restarting transaction");
+    case 4:
+        say("  fault: lock wait timeout (the statement only)");
+        return set_err(e, 1205, "Lock wait timeout exceeded; try restarting transaction");
+    case 5:
+        say("  fault: the node turned read-only");
+        W.read_only = W.outage = 1;
+        return set_err(e, 1290, "The MariaDB server is running with the --read-only option so it "
+                                "cannot execute this statement");
+    default:
+        say("  fault: foreign key failure");
+        return set_err(e, 1452, "Cannot add or update a child row: a foreign key constraint fails");
+    }
+}
+
+static void push_op(enum op_kind k, int ev)
+{
+    if (W.n_ops == MAX_OPS) {
+        fail("transaction too long");
+        return;
+    }
+    W.ops[W.n_ops++] = (struct op){k, ev};
+    if (W.autocommit)
+        txn_end(1); /* each statement commits on its own */
+}
+
+static int find_sp(const char *name)
+{
+    for (int i = 0; i < W.n_sps; i++)
+        if (strcmp(W.sps[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int db_exec(struct worker *w, const char *sql, struct sc_db_err *e)
+{
+    (void)w;
+    char verb[32], name[32];
+    if (statement_fault(0, e))
+        return -1;
+    if (sscanf(sql, "SAVEPOINT %31s", name) == 1) {
+        strcpy(verb, "SAVEPOINT");
+    } else if (sscanf(sql, "ROLLBACK TO SAVEPOINT %31s", name) == 1) {
+        strcpy(verb, "ROLLBACK TO");
+    } else if (sscanf(sql, "RELEASE SAVEPOINT %31s", name) == 1) {
+        strcpy(verb, "RELEASE");
+    } else {
+        fail("unexpected statement %s", sql);
+        return -1;
+    }
+    if (W.autocommit && strcmp(verb, "SAVEPOINT") != 0)
+        return set_err(e, 1305, "SAVEPOINT does not exist");
+    int at = find_sp(name);
+    if (strcmp(verb, "SAVEPOINT") == 0) {
+        if (!W.autocommit) {
+            if (at >= 0) {
+                memmove(&W.sps[at], &W.sps[at + 1], sizeof W.sps[0] * (size_t)(W.n_sps - at - 1));
+                W.n_sps--;
+            }
+            if (W.n_sps == MAX_SP) {
+                fail("too many savepoints");
+                return -1;
+            }
+            snprintf(W.sps[W.n_sps].name, sizeof W.sps[0].name, "%s", name);
+            W.sps[W.n_sps++].at = W.n_ops;
+        }
+    } else if (at < 0) {
+        return set_err(e, 1305, "SAVEPOINT does not exist");
+    } else if (strcmp(verb, "ROLLBACK TO") == 0) {
+        W.n_ops = W.sps[at].at;
+        W.n_sps = at + 1;
+    } else {
+        W.n_sps = at;
+    }
+    ok_statement();
+    return 0;
+}
+
+static int db_claim(struct worker *w, const char *id, struct sc_db_err *e)
+{
+    (void)w;
+    int ev = event_of(id);
+    if (statement_fault(1, e))
+        return -1;
+    if (visible_claim(ev))
+        return set_err(e, 1062, "Duplicate entry 'c-x' for key 'uq_consumed_event_identity'");
+    push_op(OP_CLAIM, ev);
+    ok_statement();
+    return 0;
+}
+
+static int db_claim_many(struct worker *w, const char *const *list, int n, struct sc_db_err *e)
+{
+    (void)w;
+    if (statement_fault(1, e))
+        return -1;
+    int evs[SC_BATCH_LIMIT];
+    for (int i = 0; i < n; i++) {
+        evs[i] = event_of(list[i]);
+        int twice = 0;
+        for (int j = 0; j < i; j++)
+            twice |= evs[j] == evs[i];
+        if (twice || visible_claim(evs[i]))
+            return set_err(e, 1062, "Duplicate entry 'c-x' for key 'uq_consumed_event_identity'");
+    }
+    int was = W.autocommit;
+    W.autocommit = 0; /* one statement: one commit at most */
+    for (int i = 0; i < n; i++)
+        push_op(OP_CLAIM, evs[i]);
+    W.autocommit = was;
+    if (was)
+        txn_end(1);
+    ok_statement();
+    return 0;
+}
+
+static int db_unclaim_many(struct worker *w, const char *const *list, int n, struct sc_db_err *e)
+{
+    (void)w;
+    if (statement_fault(1, e))
+        return -1;
+    int was = W.autocommit;
+    W.autocommit = 0;
+    for (int i = 0; i < n; i++) {
+        int ev = event_of(list[i]);
+        if (visible_claim(ev))
+            push_op(OP_UNCLAIM, ev);
+    }
+    W.autocommit = was;
+    if (was)
+        txn_end(1);
+    ok_statement();
+    return 0;
+}
+
+static int db_count(struct worker *w, const char *const *list, int n, long *found,
+                    struct sc_db_err *e)
+{
+    (void)w;
+    *found = 0;
+    if (statement_fault(0, e))
+        return -1;
+    for (int i = 0; i < n; i++)
+        *found += visible_claim(event_of(list[i]));
+    ok_statement();
+    return 0;
+}
+
+/* COMMIT's faults: lost before it applied, lost after it applied (both an
+ * unknown outcome for the client), or a certification failure. */
+static int db_commit(struct worker *w, struct sc_db_err *e)
+{
+    (void)w;
+    if (W.dead)
+        return set_err(e, 2006, "MySQL server has gone away");
+    if (W.out_of_sync)
+        return set_err(e, 2014, "Commands out of sync; you can't run this command now");
+    if (W.read_only && W.n_ops) {
+        txn_end(0); /* a node that turned read-only (Galera: left the primary) */
+        return set_err(e, 1290, "The MariaDB server is running with the --read-only option so it "
+                                "cannot execute this statement");
+    }
+    if (W.faults && chance(W.fault_pct)) {
+        switch (pick(3)) {
+        case 0:
+            say("  fault: COMMIT lost before it applied");
+            txn_end(0);
+            break;
+        case 1:
+            say("  fault: COMMIT applied, its answer lost");
+            txn_end(1);
+            break;
+        default:
+            say("  fault: COMMIT fails certification (rolled back)");
+            txn_end(0);
+            return set_err(e, 1213, "Deadlock found when trying to get lock; try restarting "
+                                    "transaction");
+        }
+        W.dead = W.outage = 1;
+        return set_err(e, 2013, "Lost connection to server during query");
+    }
+    txn_end(1);
+    ok_statement();
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_rollback(struct worker *w, struct sc_db_err *e)
+{
+    (void)w;
+    if (W.dead)
+        return set_err(e, 2006, "MySQL server has gone away");
+    if (W.out_of_sync)
+        return set_err(e, 2014, "Commands out of sync; you can't run this command now");
+    txn_end(0);
+    memset(&W.last, 0, sizeof W.last);
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_in_transaction(struct worker *w)
+{
+    (void)w;
+    return W.status_in_trans && !W.autocommit;
+}
+
+static void db_last_error(struct worker *w, struct sc_db_err *e)
+{
+    (void)w;
+    *e = W.last;
+}
+
+/* A new session: what the old one had open is rolled back. */
+static void new_session(const char *why)
+{
+    say("  new database session (%s)", why);
+    txn_end(0);
+    W.dead = W.out_of_sync = W.read_only = W.outage = W.tainted = 0;
+    W.autocommit = 0;
+    W.status_in_trans = 0;
+    memset(&W.last, 0, sizeof W.last);
+}
+
+static int db_replace_session(struct worker *w)
+{
+    (void)w;
+    if (W.faults && chance(W.fault_pct)) {
+        say("  the replacement session could not be made");
+        return -1;
+    }
+    new_session("replaced after a contract violation");
+    return 0;
+}
+
+/* ---- the stand-in handler --------------------------------------------------- */
+
+/* The handler's effect: one row, no unique key, so a second effect shows. */
+static int effect(int ev)
+{
+    struct sc_db_err e;
+    if (statement_fault(1, &e))
+        return -1;
+    push_op(OP_EFFECT, ev);
+    ok_statement();
+    return 0;
+}
+
+static void other_statement(void)
+{
+    struct sc_db_err e;
+    if (statement_fault(0, &e) == 0)
+        ok_statement();
+}
+
+/* The handler's own COMMIT or ROLLBACK: an OK packet, no transaction. */
+static int handler_ends(int commit)
+{
+    if (W.dead || W.out_of_sync)
+        return -1;
+    txn_end(commit);
+    W.status_in_trans = 0;
+    memset(&W.last, 0, sizeof W.last);
+    return 0;
+}
+
+/* A violation. One that rolls back is contained for every event; one that
+ * commits can leave claims committed without their effects where the
+ * sidecar cannot see which (claims of a whole batch go in first), and a
+ * second fault (the claims cannot be taken back, the DLQ copy is not
+ * confirmed) can then cost those events their guarantee: they are marked
+ * involved and exempt from the effect checks. */
+static void violate(int ev, int in_batch_call)
+{
+    int kind = pick(5);
+    int contained = !in_batch_call && (kind == 2 || kind == 3);
+    switch (kind) {
+    case 0:
+        say("  handler: effect, COMMIT");
+        if (effect(ev) == 0)
+            handler_ends(1);
+        break;
+    case 1:
+        say("  handler: effect, COMMIT, then another statement");
+        if (effect(ev) == 0 && handler_ends(1) == 0)
+            other_statement();
+        break;
+    case 2:
+        say("  handler: ROLLBACK");
+        handler_ends(0);
+        break;
+    case 3:
+        say("  handler: ROLLBACK, then its effect again");
+        if (handler_ends(0) == 0)
+            effect(ev);
+        break;
+    default:
+        /* The one violation that leaves the session changed: every later
+         * statement would commit on its own. */
+        say("  handler: autocommit on, effect");
+        if (!W.dead && !W.out_of_sync) {
+            W.autocommit = 1;
+            txn_end(1);
+            W.tainted = 1;
+            effect(ev);
+        }
+        break;
+    }
+    for (int i = 0; i < W.n_batch_evs && !contained; i++)
+        if (W.batch_evs[i] >= 0)
+            W.involved[W.batch_evs[i]] = 1;
+}
+
+static sc_handler_status run_handler(int ev, char *reason, size_t len)
+{
+    if (ev == W.poison && !W.dead) {
+        say("  handler: the poison event leaves the session out of sync");
+        W.out_of_sync = W.outage = 1;
+        set_err(NULL, 2014, "Commands out of sync; you can't run this command now");
+        snprintf(reason, len, "statement failed: %s", W.last.msg);
+        return SC_HANDLER_RETRY;
+    }
+    if (!W.faults || !chance(W.fault_pct * 2)) {
+        if (effect(ev) == 0)
+            return SC_HANDLER_OK;
+        snprintf(reason, len, "effect failed: %s", W.last.msg);
+        return SC_HANDLER_RETRY; /* the error stays readable */
+    }
+    switch (pick(6)) {
+    case 0:
+        say("  handler: RETRY");
+        snprintf(reason, len, "not now");
+        return SC_HANDLER_RETRY;
+    case 1:
+        say("  handler: REJECT");
+        snprintf(reason, len, "no");
+        return SC_HANDLER_REJECT;
+    case 2:
+        say("  handler: effect fails, the error is cleared (statement closed), RETRY");
+        if (effect(ev) == 0)
+            return SC_HANDLER_OK;
+        memset(&W.last, 0, sizeof W.last);
+        snprintf(reason, len, "statement failed");
+        return SC_HANDLER_RETRY;
+    case 3:
+        /* Swallowing an error that left the transaction as it was is the
+         * handler's own business (an optional statement); the sidecar
+         * promises to see through one that rolled the transaction back. */
+        say("  handler: effect fails, the error is swallowed, OK");
+        if (effect(ev) == 0 || !W.in_txn || W.dead || W.read_only)
+            return SC_HANDLER_OK;
+        snprintf(reason, len, "effect failed: %s", W.last.msg);
+        return SC_HANDLER_RETRY;
+    case 4:
+        violate(ev, 0);
+        return SC_HANDLER_OK;
+    default:
+        say("  handler: effect, then REJECT (its part is undone)");
+        effect(ev);
+        snprintf(reason, len, "changed its mind");
+        return SC_HANDLER_REJECT;
+    }
+}
+
+static sc_handler_status h_handle(struct worker *w, const struct sc_event *ev, char *reason,
+                                  size_t len)
+{
+    (void)w;
+    return run_handler(event_of(ev->id), reason, len);
+}
+
+static int h_has_batch(struct worker *w)
+{
+    (void)w;
+    return W.has_batch;
+}
+
+/* handle_batch: every OK event's effect is done, every refused one has none,
+ * or it returns non-zero; or it breaks the contract. */
+static int h_handle_batch(struct worker *w, const struct sc_event *const *evs, size_t n,
+                          sc_handler_status *st, char *reasons, size_t len)
+{
+    (void)w;
+    for (size_t i = 0; i < n; i++)
+        if (event_of(evs[i]->id) == W.poison && !W.dead) {
+            say("  handle_batch: the poison event leaves the session out of sync");
+            W.out_of_sync = W.outage = 1;
+            set_err(NULL, 2014, "Commands out of sync; you can't run this command now");
+            return -1;
+        }
+    if (W.faults && chance(W.fault_pct)) {
+        say("  handle_batch: breaks the contract");
+        violate(event_of(evs[0]->id), 1);
+        for (size_t i = 0; i < n; i++)
+            st[i] = SC_HANDLER_OK;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int ev = event_of(evs[i]->id);
+        if (W.faults && chance(W.fault_pct)) {
+            st[i] = chance(50) ? SC_HANDLER_RETRY : SC_HANDLER_REJECT;
+            snprintf(reasons + i * len, len, "refused");
+            continue;
+        }
+        if (effect(ev)) {
+            if (chance(30))
+                memset(&W.last, 0, sizeof W.last);
+            return -1;
+        }
+        st[i] = SC_HANDLER_OK;
+    }
+    return 0;
+}
+
+/* ---- the stand-in broker ---------------------------------------------------- */
+
+static struct delivery *delivery_of(uint64_t tag)
+{
+    for (int i = W.n_dl - 1; i >= 0; i--)
+        if (W.dl[i].tag == tag && W.dl[i].channel == W.channel)
+            return &W.dl[i];
+    fail("unknown delivery tag %llu", (unsigned long long)tag);
+    return &W.dl[0];
+}
+
+static void requeue(struct msg m)
+{
+    if (W.n_queue == MAX_MSGS) {
+        fail("queue overflow");
+        return;
+    }
+    m.redelivered = 1;
+    if (W.quorum)
+        m.dcount++;
+    memmove(&W.queue[1], &W.queue[0], sizeof W.queue[0] * (size_t)W.n_queue);
+    W.queue[0] = m;
+    W.n_queue++;
+}
+
+/* A copy under confirms: the broker may lose it, or keep it and lose only
+ * the confirm. */
+static int publish(struct worker *w, const struct item *it, int to_dlq)
+{
+    (void)w;
+    struct delivery *d = delivery_of(it->env.delivery_tag);
+    int keep = 1, confirmed = 1;
+    if (W.faults && chance(W.fault_pct)) {
+        confirmed = 0;
+        keep = chance(50);
+        say("  fault: %s copy %s, not confirmed", to_dlq ? "DLQ" : "retry",
+            keep ? "stored" : "lost");
+    }
+    if (keep) {
+        if (to_dlq) {
+            W.dlq[d->m.ev >= 0 ? d->m.ev : W.n_events]++;
+        } else if (W.n_delayed < MAX_MSGS) {
+            struct msg m = d->m;
+            m.attempt = it->attempt + 1;
+            m.dcount = 0;
+            m.redelivered = 0;
+            W.delayed[W.n_delayed++] = m;
+        } else {
+            fail("delay queue overflow");
+        }
+    }
+    if (confirmed) {
+        d->copy_confirmed = 1;
+        d->copy_to_dlq = to_dlq;
+    }
+    return confirmed ? 0 : -1;
+}
+
+static int b_publish_dead(struct worker *w, const struct item *it, const char *why)
+{
+    if (strstr(why, "read-only") && !strstr(why, "again for this delivery"))
+        fail("dead-lettered for a read-only node: %s", why);
+    return publish(w, it, 1);
+}
+
+static int b_publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)
+{
+    (void)delay_ms;
+    if (strstr(why, "read-only") && !strstr(why, "again for this delivery"))
+        fail("an attempt spent on a read-only node: %s", why);
+    return publish(w, it, 0);
+}
+
+static int settle_one(struct delivery *d, enum dstate to)
+{
+    if (d->st != DS_UNACKED) {
+        fail("delivery tag %llu settled twice", (unsigned long long)d->tag);
+        return -1;
+    }
+    d->st = to;
+    if (to == DS_NACKED)
+        requeue(d->m);
+    return 0;
+}
+
+static int b_ack(struct worker *w, uint64_t tag, int multiple)
+{
+    (void)w;
+    if (W.faults && chance(W.fault_pct / 2 + 1)) {
+        say("  fault: the ack could not be sent");
+        return -1;
+    }
+    if (!multiple)
+        return settle_one(delivery_of(tag), DS_ACKED);
+    for (int i = 0; i < W.n_dl; i++)
+        if (W.dl[i].channel == W.channel && W.dl[i].tag <= tag && W.dl[i].st == DS_UNACKED)
+            W.dl[i].st = DS_ACKED;
+    return 0;
+}
+
+static int b_nack(struct worker *w, uint64_t tag, int multiple)
+{
+    (void)w;
+    if (!multiple)
+        return settle_one(delivery_of(tag), DS_NACKED);
+    for (int i = 0; i < W.n_dl; i++)
+        if (W.dl[i].channel == W.channel && W.dl[i].tag <= tag && W.dl[i].st == DS_UNACKED)
+            settle_one(&W.dl[i], DS_NACKED);
+    return 0;
+}
+
+static void b_keep_alive(struct worker *w)
+{
+    (void)w;
+}
+
+/* The channel closes: the broker returns what is unsettled. */
+static void channel_close(void)
+{
+    say("  channel closed: the broker returns what is unsettled");
+    for (int i = 0; i < W.n_dl; i++)
+        if (W.dl[i].channel == W.channel && W.dl[i].st == DS_UNACKED) {
+            W.dl[i].st = DS_CLOSED;
+            requeue(W.dl[i].m);
+        }
+    W.channel++;
+    W.next_tag = 1;
+}
+
+static const struct sc_batch_io sim_io = {
+    .exec = db_exec,
+    .claim = db_claim,
+    .claim_many = db_claim_many,
+    .unclaim_many = db_unclaim_many,
+    .count_claims = db_count,
+    .commit = db_commit,
+    .rollback = db_rollback,
+    .in_transaction = db_in_transaction,
+    .last_error = db_last_error,
+    .replace_session = db_replace_session,
+    .handle = h_handle,
+    .has_batch = h_has_batch,
+    .handle_batch = h_handle_batch,
+    .publish_dead = b_publish_dead,
+    .publish_retry = b_publish_retry,
+    .ack = b_ack,
+    .nack = b_nack,
+    .keep_alive = b_keep_alive,
+};
+
+/* ---- deliveries as the worker sees them ------------------------------------- */
+
+static char bodies[BATCH_MAX][512];
+static amqp_table_entry_t headers[BATCH_MAX][2];
+
+static void deliver(struct item *it, int slot, struct msg m)
+{
+    struct delivery *d = &W.dl[W.n_dl++];
+    *d = (struct delivery){.m = m, .tag = W.next_tag++, .channel = W.channel, .st = DS_UNACKED};
+    if (m.ev >= 0)
+        snprintf(bodies[slot], sizeof bodies[slot],
+                 "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\",\"source\":\"S\","
+                 "\"data\":{\"n\":%d}}", ids[m.ev], m.ev);
+    else
+        snprintf(bodies[slot], sizeof bodies[slot], "{\"specversion\":\"1.0\",\"id\":\"nope\"}");
+    memset(&it->env, 0, sizeof it->env);
+    it->env.delivery_tag = d->tag;
+    it->env.redelivered = m.redelivered;
+    it->env.message.body = amqp_cstring_bytes(bodies[slot]);
+    int nh = 0;
+    if (m.attempt > 1) {
+        headers[slot][nh].key = amqp_cstring_bytes(SC_H_ATTEMPTS);
+        headers[slot][nh].value.kind = AMQP_FIELD_KIND_I32;
+        headers[slot][nh++].value.value.i32 = m.attempt;
+    }
+    if (W.quorum && m.dcount > 0) {
+        headers[slot][nh].key = amqp_cstring_bytes("x-delivery-count");
+        headers[slot][nh].value.kind = AMQP_FIELD_KIND_I64;
+        headers[slot][nh++].value.value.i64 = m.dcount;
+    }
+    if (nh) {
+        it->env.message.properties._flags = AMQP_BASIC_HEADERS_FLAG;
+        it->env.message.properties.headers.num_entries = nh;
+        it->env.message.properties.headers.entries = headers[slot];
+    }
+}
+
+/* ---- invariants ------------------------------------------------------------- */
+
+static void check_store(void)
+{
+    for (int ev = 0; ev < W.n_events; ev++) {
+        if (W.involved[ev])
+            continue;
+        if (W.effects[ev] > 1)
+            fail("event %d: its effect committed %d times", ev, W.effects[ev]);
+        if (W.claims[ev] && W.effects[ev] == 0 && !W.dlq[ev])
+            fail("event %d: claim committed without its effect (a redelivery would be acked as a "
+                 "duplicate)", ev);
+        if (W.effects[ev] && !W.claims[ev])
+            fail("event %d: effect committed without its claim", ev);
+    }
+}
+
+/* After a batch: every delivery has one disposition the broker accepts. */
+static void check_batch(int first, int n, enum next r)
+{
+    for (int i = first; i < first + n; i++) {
+        struct delivery *d = &W.dl[i];
+        if (d->st == DS_UNACKED && r != NEXT_RESET)
+            fail("delivery tag %llu left unsettled with the channel open",
+                 (unsigned long long)d->tag);
+        if (d->st == DS_ACKED && d->m.ev < 0 && !d->copy_confirmed)
+            fail("malformed delivery acked without a DLQ copy");
+    }
+    check_store();
+}
+
+/* Nothing lost: every event is applied, dead-lettered, or still on its way
+ * (in the queue, waiting out a retry delay, or in a worker's hands). An ack
+ * that loses an event shows here: its last copy is gone. */
+static void check_nothing_lost(void)
+{
+    for (int ev = 0; ev < W.n_events; ev++) {
+        if (W.effects[ev] == 1 || W.dlq[ev] || W.involved[ev])
+            continue;
+        int on_its_way = 0;
+        for (int i = 0; i < W.n_queue; i++)
+            on_its_way |= W.queue[i].ev == ev;
+        for (int i = 0; i < W.n_delayed; i++)
+            on_its_way |= W.delayed[i].ev == ev;
+        for (int i = 0; i < W.n_dl; i++)
+            on_its_way |= W.dl[i].m.ev == ev && W.dl[i].st == DS_UNACKED;
+        if (!on_its_way)
+            fail("event %d lost: acked or dropped without its effect committed or a copy kept "
+                 "(claim %d, effects %d)", ev, W.claims[ev], W.effects[ev]);
+    }
+}
+
+/* ---- one schedule ----------------------------------------------------------- */
+
+static struct consumer consumer;
+static struct sc_consumer_config kcfg;
+static struct sc_config cfg;
+static int delays[] = {1000, 5000};
+static const struct sc_handler_v1 sim_handler = {.abi_version = 1, .name = "sim"};
+static struct item items[BATCH_MAX];
+static char reasons[BATCH_MAX * SC_REASON_LEN];
+
+static void setup_consumer(void)
+{
+    kcfg.name = "sim";
+    kcfg.queue = "sim";
+    kcfg.dead_letter_queue = "sim.dlq";
+    kcfg.batch_max = BATCH_MAX;
+    kcfg.retry_delays_ms = delays;
+    kcfg.n_retry_delays = 2;
+    consumer.cfg = &cfg;
+    consumer.k = &kcfg;
+    consumer.plugin.h = &sim_handler;
+    sc_consumer_metrics_init(&consumer.m, "sim", 1);
+}
+
+/* Runs one batch the way the consume loop does, holding it through new
+ * sessions while it says so. */
+static enum next run_batch(struct worker *w, int n)
+{
+    if (W.tainted)
+        fail("a batch ran on a session a handler broke, never replaced");
+    enum next r = sc_batch_process(w, items, n);
+    for (int holds = 0; r == NEXT_DB_HOLD; holds++) {
+        if (!W.outage)
+            fail("batch held for a new session, but the session was fine (an error of the "
+                 "handler or of the transaction taken for an outage)");
+        if (!W.faults && holds > 2 * n + 4)
+            fail("a held batch of %d did not settle in %d new sessions after the faults stopped",
+                 n, holds);
+        if (holds > 3 * BATCH_MAX + 6) {
+            say("  the hold ends (db_outage_hold_ms): everything is returned");
+            r = NEXT_RESET;
+            break;
+        }
+        if (W.faults && chance(W.fault_pct)) {
+            say("  the new session fails; the hold ends");
+            r = NEXT_RESET;
+            break;
+        }
+        new_session("held batch");
+        w->holding = 1;
+        r = sc_batch_process(w, items, n);
+    }
+    w->holding = 0;
+    w->hold_one_by_one = 0;
+    w->hold_culprit[0] = 0;
+    return r;
+}
+
+static int run_schedule(uint64_t seed)
+{
+    memset(&W, 0, sizeof W);
+    rng = seed;
+    W.n_events = 1 + pick(MAX_EVENTS - 1);
+    W.fault_pct = 3 + pick(20);
+    W.quorum = chance(50);
+    W.has_batch = chance(40);
+    W.max_attempts = 2 + pick(4);
+    W.poison = chance(15) ? pick(W.n_events) : -1;
+    W.channel = 1;
+    W.next_tag = 1;
+    kcfg.max_attempts = W.max_attempts;
+    kcfg.queue_type = W.quorum ? "quorum" : "classic";
+    for (int i = 0; i < W.n_events; i++)
+        snprintf(ids[i], sizeof ids[i], "00000000-0000-4000-8000-%012x", i + 1);
+    /* Each event published once, some twice (a producer's repeat), and a
+     * malformed message now and then. */
+    for (int i = 0; i < W.n_events; i++) {
+        W.queue[W.n_queue++] = (struct msg){.ev = i, .attempt = 1};
+        if (chance(25))
+            W.queue[W.n_queue++] = (struct msg){.ev = i, .attempt = 1};
+    }
+    if (chance(30)) {
+        W.queue[W.n_queue++] = (struct msg){.ev = -1, .attempt = 1};
+        W.n_malformed_sent = 1;
+    }
+    for (int i = W.n_queue - 1; i > 0; i--) {
+        int j = pick(i + 1);
+        struct msg t = W.queue[i];
+        W.queue[i] = W.queue[j];
+        W.queue[j] = t;
+    }
+    say("seed %llu: %d events, %d messages, faults %d%%, %s queue, handle_batch %s, "
+        "max_attempts %d, poison event %d", (unsigned long long)seed, W.n_events, W.n_queue,
+        W.fault_pct, W.quorum ? "quorum" : "classic", W.has_batch ? "yes" : "no", W.max_attempts,
+        W.poison);
+
+    struct worker w = {.c = &consumer, .io = &sim_io, .items = items, .reasons = reasons};
+    int fault_batches = 5 + pick(40);
+    W.faults = 1;
+    for (int b = 0; b < 400 && !W.failure[0]; b++) {
+        if (b == fault_batches) {
+            W.faults = 0;
+            say("-- faults stop");
+        }
+        /* Retry copies come back after their delay. */
+        while (W.n_delayed && (W.n_queue == 0 || chance(30))) {
+            W.queue[W.n_queue++] = W.delayed[0];
+            memmove(&W.delayed[0], &W.delayed[1], sizeof W.delayed[0] * (size_t)--W.n_delayed);
+        }
+        if (W.n_queue == 0)
+            break;
+        int n = 1 + pick(BATCH_MAX < W.n_queue ? BATCH_MAX : W.n_queue);
+        int first = W.n_dl;
+        if (W.n_dl + n > MAX_DELIVERIES) {
+            fail("too many deliveries");
+            break;
+        }
+        W.n_batch_evs = n;
+        for (int i = 0; i < n; i++) {
+            W.batch_evs[i] = W.queue[0].ev;
+            deliver(&items[i], i, W.queue[0]);
+            memmove(&W.queue[0], &W.queue[1], sizeof W.queue[0] * (size_t)--W.n_queue);
+        }
+        if (verbose) {
+            char line[256];
+            int off = 0;
+            for (int i = 0; i < n; i++)
+                off += snprintf(line + off, sizeof line - (size_t)off, " %d(tag %llu, att %d, dc %d)",
+                                W.dl[first + i].m.ev, (unsigned long long)W.dl[first + i].tag,
+                                W.dl[first + i].m.attempt, W.dl[first + i].m.dcount);
+            say("batch %d:%s", b, line);
+        }
+        enum next r = run_batch(&w, n);
+        say("  -> %s", r == NEXT_CONTINUE ? "continue" : r == NEXT_DB_LOST ? "db lost" : "reset");
+        check_batch(first, n, r);
+        sc_batch_release(items, n);
+        if (r == NEXT_RESET) {
+            channel_close();
+            new_session("after a reset");
+        } else if (r == NEXT_DB_LOST) {
+            new_session("db lost");
+        }
+        check_nothing_lost();
+    }
+    if (!W.failure[0] && (W.n_queue || W.n_delayed))
+        fail("the queue did not drain after the faults stopped (%d waiting, %d delayed)",
+             W.n_queue, W.n_delayed);
+    for (int i = 0; i < W.n_dl && !W.failure[0]; i++)
+        if (W.dl[i].st == DS_UNACKED)
+            fail("delivery tag %llu never settled", (unsigned long long)W.dl[i].tag);
+    for (int ev = 0; ev < W.n_events && !W.failure[0]; ev++)
+        if (W.effects[ev] != 1 && !W.dlq[ev] && !W.involved[ev])
+            fail("event %d lost: no effect and no dead letter", ev);
+    if (W.poison >= 0 && !W.failure[0] && !W.involved[W.poison] &&
+        (W.effects[W.poison] || !W.dlq[W.poison]))
+        fail("the poison event was not dead-lettered after max_attempts");
+    if (W.n_malformed_sent && !W.dlq[W.n_events] && !W.failure[0])
+        fail("the malformed message was not dead-lettered");
+    check_store();
+    return W.failure[0] ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t first = 1, count = 20000;
+    int one = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            first = strtoull(argv[++i], NULL, 10);
+            count = 1;
+            one = 1;
+        } else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) {
+            count = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--first") == 0 && i + 1 < argc) {
+            first = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--verbose") == 0) {
+            verbose = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--seeds N] [--first S] | --seed S [--verbose]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (getenv("SC_SIM_SEEDS") && !one)
+        count = strtoull(getenv("SC_SIM_SEEDS"), NULL, 10);
+    if (getenv("SC_SIM_FIRST") && !one)
+        first = strtoull(getenv("SC_SIM_FIRST"), NULL, 10);
+    sc_log_min_level = verbose ? SC_LOG_DEBUG : SC_LOG_ERROR + 1;
+    setup_consumer();
+    printf("1..1\n");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t failed = 0, first_failed = 0;
+    for (uint64_t s = first; s < first + count; s++) {
+        if (run_schedule(s) == 0)
+            continue;
+        if (!failed++)
+            first_failed = s;
+        if (failed <= 5)
+            printf("# seed %llu: %s\n#   replay: %s --seed %llu --verbose\n", (unsigned long long)s,
+                   W.failure, argv[0], (unsigned long long)s);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("# %llu schedules from seed %llu in %.2f s (%.0f/s), %llu failed\n",
+           (unsigned long long)count, (unsigned long long)first, secs, (double)count / secs,
+           (unsigned long long)failed);
+    if (failed)
+        printf("not ok 1 - consumer core simulation: %llu of %llu schedules broke an invariant "
+               "(first: seed %llu)\n", (unsigned long long)failed, (unsigned long long)count,
+               (unsigned long long)first_failed);
+    else
+        printf("ok 1 - consumer core simulation: %llu schedules, every invariant held\n",
+               (unsigned long long)count);
+    return failed ? 1 : 0;
+}
