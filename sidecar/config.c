@@ -139,8 +139,13 @@ static const struct field consumer_fields[] = {
      .help = "`classic` or `quorum`"},
     {.key = "db_outage_hold_ms", .type = F_INT, .off = CON(db_outage_hold_ms), .min = 0,
      .max = 600000, .def_int = 30000,
-     .help = "how long a worker whose database is lost keeps its prefetched deliveries while it "
-             "reconnects; then they go back to the queue"},
+     .help = "how long a worker whose database is lost or read-only holds its batch and its "
+             "prefetched deliveries while it makes a new session (then runs the same batch on "
+             "it); after that they go back to the queue"},
+    {.key = "max_message_bytes", .type = F_INT, .off = CON(max_message_bytes), .min = 1024,
+     .max = 536870912, .def_int = 16777216,
+     .help = "the largest body handled; a larger message is dead-lettered with that reason. A "
+             "batch also stops gathering once its bodies reach this many bytes"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};

@@ -31,6 +31,7 @@ struct sc_consumer_config {
     char *dead_letter_queue;
     char *queue_type;          /* "classic" or "quorum" */
     int db_outage_hold_ms;     /* deliveries kept while the database session is remade */
+    int max_message_bytes;     /* larger bodies are dead-lettered; also a batch's byte budget */
 };
 
 struct sc_relay_config {

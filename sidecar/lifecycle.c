@@ -4,7 +4,9 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_flag;
 
@@ -23,6 +25,12 @@ void sc_lifecycle_init(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Backoff jitter only spreads reconnects when processes draw different
+     * numbers: rand() unseeded gives every process the same sequence. */
+    unsigned seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    srand(seed);
 }
 
 int sc_stop_requested(void)

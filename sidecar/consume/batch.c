@@ -41,6 +41,16 @@ static void item_begin(struct worker *w, struct item *it)
     it->attempt = (int)attempt;
     it->lf.attempt = it->attempt;
 
+    size_t len = it->env.message.body.len;
+    if (k->max_message_bytes > 0 && len > (size_t)k->max_message_bytes) {
+        /* Never parsed (a parse would copy it again): the DLQ keeps it. */
+        it->d = D_DEAD;
+        it->sticky = 1;
+        snprintf(it->why, sizeof it->why, "message of %zu bytes is larger than max_message_bytes "
+                 "%d", len, k->max_message_bytes);
+        sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
+        return;
+    }
     char reason[512];
     const amqp_basic_properties_t *p = &it->env.message.properties;
     const char *mid = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? p->message_id.bytes : NULL;

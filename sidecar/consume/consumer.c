@@ -276,7 +276,11 @@ static long consume_loop(struct worker *w, struct item *items)
         }
         items[0].received_us = sc_now_us();
         int n = 1, closed = 0;
-        while (n < k->batch_max) {
+        /* A batch holds its bodies until it is settled: it stops gathering
+         * once they reach max_message_bytes (one larger body, to be
+         * dead-lettered, ends it at once). */
+        size_t bytes = items[0].env.message.body.len;
+        while (n < k->batch_max && bytes < (size_t)k->max_message_bytes) {
             r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
             if (r == SC_AMQP_RECV_TIMEOUT)
                 break;
@@ -284,6 +288,7 @@ static long consume_loop(struct worker *w, struct item *items)
                 closed = 1;
                 break;
             }
+            bytes += items[n].env.message.body.len;
             items[n++].received_us = sc_now_us();
         }
         enum next next = NEXT_RESET;

@@ -74,6 +74,30 @@ int main(void)
     is_int(sc_db_classify(1406, "Data too long"), SC_DBERR_FAILURE, "classify: data too long is a failure");
     is_int(sc_db_classify(1452, "Cannot add or update a child row"), SC_DBERR_FAILURE, "classify: foreign key is a failure");
     is_int(sc_db_classify(0, NULL), SC_DBERR_NONE, "classify: no error");
+    /* A node that cannot take writes is an outage, never the message's fault. */
+    is_int(sc_db_classify(1290, "The MariaDB server is running with the --read-only option so it "
+                                "cannot execute this statement"),
+           SC_DBERR_NOT_WRITABLE, "classify: 1290 read-only (MariaDB) is not writable");
+    is_int(sc_db_classify(1290, "The MySQL server is running with the --super-read-only option so "
+                                "it cannot execute this statement"),
+           SC_DBERR_NOT_WRITABLE, "classify: 1290 super-read-only (MySQL) is not writable");
+    is_int(sc_db_classify(1290, "The MySQL server is running with the --secure-file-priv option so "
+                                "it cannot execute this statement"),
+           SC_DBERR_FAILURE, "classify: 1290 for another option is a failure");
+    is_int(sc_db_classify(1836, "Running in read-only mode"), SC_DBERR_NOT_WRITABLE,
+           "classify: 1836 read-only mode is not writable");
+    is_int(sc_db_classify(1792, "Cannot execute statement in a READ ONLY transaction."),
+           SC_DBERR_NOT_WRITABLE, "classify: 1792 read-only transaction is not writable");
+    is_int(sc_db_classify(1047, "WSREP has not yet prepared node for application use"),
+           SC_DBERR_NOT_WRITABLE, "classify: 1047 on a Galera non-primary node is not writable");
+    is_int(sc_db_classify(1047, "Unknown command"), SC_DBERR_FAILURE,
+           "classify: 1047 otherwise is a failure");
+    is_int(sc_db_classify(1305, "SAVEPOINT sc_item does not exist"), SC_DBERR_FAILURE,
+           "classify: 1305 alone is a failure (it also names a missing procedure)");
+    ok(sc_db_error_is_transient(SC_DBERR_NOT_WRITABLE), "not writable is transient");
+    is_str(sc_db_error_class_name(SC_DBERR_NOT_WRITABLE), "not writable", "class name: not writable");
+    is_str(sc_db_error_class_name(SC_DBERR_SAVEPOINT_GONE), "savepoint gone",
+           "class name: savepoint gone");
 
     ok(sc_db_dup_key_name("Duplicate entry 'a' for key 'consumed_event.uq_consumed_event_identity'", key, sizeof key) == 0,
        "key name extracted");
