@@ -1,6 +1,6 @@
-/* The consume loop: workers (one thread, one database connection and two
- * broker connections each), their sessions and reconnects, and the loop that
- * gathers what is waiting into a batch for batch.c. */
+/* The consume loop: workers (one thread each; their sessions are worker.c's),
+ * the loop that gathers what is waiting into a batch for batch.c, and the hold
+ * of a batch whose database session went away. */
 #include "consumer.h"
 
 #include <malloc.h>
@@ -18,147 +18,12 @@
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"
-#include "batch_io.h"
-#include "worker.h"
+#include "consume/batch_io.h"
+#include "consume/worker.h"
 
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
 #define PUBLISHER_SERVICE_MS 1000
-
-/* ---- sessions and workers ------------------------------------------------ */
-
-/* Moves this worker's contribution to a connection gauge. */
-void sc_worker_gauge(atomic_int *g, int *mine, int up)
-{
-    if (*mine != up)
-        atomic_fetch_add(g, up ? 1 : -1);
-    *mine = up;
-}
-
-/* Replaces the worker's database session (whatever is left of it is closed)
- * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
- * lock waits) and its statements prepared, the gauge following. Returns 0,
- * or -1 with e filled. The one way every caller makes the session. */
-/* A node that is read-only (a replica, a primary during a failover) takes the
- * session but none of its claims: ask before consuming on it, so a held batch
- * waits for a writable node instead of meeting 1290 on every delivery.
- * Returns 0, or -1 with e filled (class "not writable" when it is read-only). */
-static int db_writable(struct worker *w, struct sc_db_err *e)
-{
-    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only", e);
-    if (!res)
-        return -1;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    int read_only = row && row[0] && strcmp(row[0], "0") != 0;
-    mysql_free_result(res);
-    if (!read_only)
-        return 0;
-    *e = (struct sc_db_err){.code = 1290, .sqlstate = "HY000", .cls = SC_DBERR_NOT_WRITABLE};
-    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.read_only = 1)");
-    return -1;
-}
-
-static int db_session_open(struct worker *w, struct sc_db_err *e)
-{
-    sc_db_close(&w->db);
-    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e) ||
-                 db_writable(w, e);
-    sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
-    return failed ? -1 : 0;
-}
-
-/* After a handler contract violation. Returns 0, or -1 when the session
- * could not be made (the caller reconnects). */
-int sc_worker_reset_db(struct worker *w)
-{
-    struct sc_db_err e = {0};
-    struct sc_log_fields lf = {.consumer = w->c->k->name};
-    if (db_session_open(w, &e)) {
-        sc_log(SC_LOG_WARN, &lf, "database session reset failed: %s", e.msg);
-        return -1;
-    }
-    sc_log(SC_LOG_WARN, &lf, "database session reset after a handler contract violation "
-           "(database thread %lu)", w->db.thread_id);
-    return 0;
-}
-
-void sc_worker_keep_alive(struct worker *w)
-{
-    int hb = w->c->cfg->amqp_heartbeat_s;
-    int64_t now = sc_now_ms();
-    if (hb <= 0 || now - w->last_heartbeat_ms < (int64_t)hb * 500)
-        return;
-    w->last_heartbeat_ms = now;
-    sc_amqp_heartbeat(&w->in);
-    sc_amqp_heartbeat(&w->out);
-}
-
-/* Waits ms with both broker connections kept alive. Returns -1 when a stop
- * was requested or the publishing connection was closed meanwhile. (The
- * consuming one is read only by receive: its frames are deliveries.) */
-static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_len)
-{
-    int64_t end = sc_now_ms() + ms;
-    while (!sc_stop_requested()) {
-        sc_worker_keep_alive(w);
-        if (sc_amqp_service(&w->out, err, err_len))
-            return -1;
-        int64_t left = end - sc_now_ms();
-        if (left <= 0)
-            return 0;
-        sc_sleep_ms(left < RECEIVE_POLL_MS ? (int)left : RECEIVE_POLL_MS);
-    }
-    return -1;
-}
-
-/* The database session is gone, or its last COMMIT failed, while the broker
- * session is fine: make the database session again in place, with backoff.
- * The deliveries prefetched behind the batch stay in hand: closing the
- * channel would return them too, and a quorum queue counts each return in
- * x-delivery-count, so a few database failovers in a row would dead-letter
- * messages that never ran. Returns 0, or -1 when a stop was requested, the
- * broker went away meanwhile or db_outage_hold_ms passed (a failover takes
- * seconds; longer, the database is out, or out of reach from here only, and
- * the deliveries go back to the queue for consumers that can reach it: the
- * caller resets everything, and session_open reconnects the database before
- * it consumes again). */
-static int reconnect_db(struct worker *w, int64_t since_ms)
-{
-    struct sc_log_fields lf = {.consumer = w->c->k->name};
-    char err[512] = "";
-    int hold_ms = w->c->k->db_outage_hold_ms;
-    int64_t give_up = since_ms + hold_ms;
-    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
-    for (unsigned long long failed = 1; !sc_stop_requested(); failed++) {
-        struct sc_db_err e = {0};
-        if (db_session_open(w, &e) == 0) {
-            sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
-            w->last_db_use_ms = sc_now_ms();
-            sc_log(SC_LOG_INFO, &lf, "database session made again (database thread %lu); "
-                   "broker session and deliveries in hand kept", w->db.thread_id);
-            return 0;
-        }
-        lf.error_code = e.code;
-        int64_t left = give_up - sc_now_ms();
-        if (left <= 0) {
-            sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu: returning the "
-                   "deliveries in hand after %d ms", e.msg, failed, hold_ms);
-            return -1;
-        }
-        int delay = sc_backoff_ms(failed);
-        if (delay > left)
-            delay = (int)left; /* one last attempt when the hold ends */
-        sc_log(SC_LOG_WARN, &lf, "database connect failed: %s; attempt %llu, retrying in %d ms",
-               e.msg, failed, delay);
-        lf.error_code = 0;
-        if (wait_keeping_broker(w, delay, err, sizeof err)) {
-            if (err[0])
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
-            return -1;
-        }
-    }
-    return -1;
-}
 
 /* Runs the batch; while its database session is gone before COMMIT, makes
  * the session again (db_outage_hold_ms at most, counted from the first
@@ -170,7 +35,7 @@ static enum next process_holding(struct worker *w, struct item *items, int n)
     if (next == NEXT_DB_HOLD)
         w->hold_since_ms = sc_now_ms();
     while (next == NEXT_DB_HOLD) {
-        if (reconnect_db(w, w->hold_since_ms)) {
+        if (sc_worker_reconnect_db(w, w->hold_since_ms)) {
             next = NEXT_RESET; /* closing the channel returns the batch */
             break;
         }
@@ -181,58 +46,6 @@ static enum next process_holding(struct worker *w, struct item *items, int n)
     w->hold_one_by_one = 0;
     w->hold_culprit[0] = 0;
     return next;
-}
-
-static void session_close(struct worker *w)
-{
-    sc_amqp_close(&w->in);
-    sc_amqp_close(&w->out);
-    sc_db_close(&w->db);
-    sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 0);
-    sc_worker_gauge(&w->c->m.amqp_connected, &w->up_amqp, 0);
-    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
-}
-
-/* Opens the worker's database and broker sessions. Returns 0, or -1 with
- * why (and the database error code, if that was it) filled: the caller
- * decides to retry and logs it, once, with the attempt and the delay. */
-static int session_open(struct worker *w, char *why, size_t why_len, unsigned *code)
-{
-    const struct sc_config *cfg = w->c->cfg;
-    const struct sc_consumer_config *k = w->c->k;
-    struct sc_log_fields lf = {.consumer = k->name};
-    struct sc_db_err e = {0};
-    char err[512], name[300];
-
-    *code = 0;
-    if (db_session_open(w, &e)) {
-        *code = e.code;
-        snprintf(why, why_len, "database connect failed: %s", e.msg);
-        return -1;
-    }
-    snprintf(name, sizeof name, "sidecar consume %s worker %d", k->name, w->index);
-    if (sc_amqp_connect(&w->in, cfg, name, err, sizeof err) ||
-        sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {
-        snprintf(why, why_len, "broker: %s", err);
-        return -1;
-    }
-    snprintf(name, sizeof name, "sidecar publish %s worker %d", k->name, w->index);
-    if (sc_amqp_connect(&w->out, cfg, name, err, sizeof err) ||
-        sc_amqp_confirm_select(&w->out, err, sizeof err)) {
-        snprintf(why, why_len, "broker (publisher): %s", err);
-        return -1;
-    }
-    snprintf(name, sizeof name, "sidecar-%s-%d", k->name, w->index);
-    sc_worker_gauge(&w->c->m.amqp_connected, &w->up_amqp, 1);
-    if (sc_amqp_start_consume(&w->in, k->queue, k->prefetch, name, err, sizeof err)) {
-        snprintf(why, why_len, "broker: %s", err);
-        return -1;
-    }
-    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
-    w->last_db_use_ms = sc_now_ms();
-    sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)",
-           w->index, k->queue, k->prefetch, w->db.thread_id);
-    return 0;
 }
 
 /* Consumes until a connection fails or a stop is requested. A batch takes
@@ -268,7 +81,7 @@ static long consume_loop(struct worker *w, struct item *items)
                 if (mysql_ping(w->db.conn)) {
                     sc_log(SC_LOG_WARN, &lf, "database connection lost while idle: %s",
                            mysql_error(w->db.conn));
-                    if (reconnect_db(w, sc_now_ms()))
+                    if (sc_worker_reconnect_db(w, sc_now_ms()))
                         break;
                 }
             }
@@ -300,7 +113,7 @@ static long consume_loop(struct worker *w, struct item *items)
         for (int i = 0; i < n; i++)
             amqp_destroy_envelope(&items[i].env);
         handled += n;
-        if (next == NEXT_RESET || (next == NEXT_DB_LOST && reconnect_db(w, sc_now_ms())))
+        if (next == NEXT_RESET || (next == NEXT_DB_LOST && sc_worker_reconnect_db(w, sc_now_ms())))
             break;
     }
     return handled;
@@ -317,11 +130,11 @@ static void *worker_main(void *arg)
         long handled = 0;
         char why[700] = "";
         unsigned code = 0;
-        int opened = session_open(w, why, sizeof why, &code) == 0;
+        int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
             handled = consume_loop(w, w->items);
         /* Closing the channel returns every unacked delivery to the queue. */
-        session_close(w);
+        sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
          * reconnects now and then should not keep its peak heap forever.
          * (Not under ASan: its allocator replaces glibc's, whose arenas

@@ -107,17 +107,33 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n);
  * are gone. */
 void sc_batch_release(struct item *items, int n);
 
-/* consumer.c: moves this worker's contribution to a connection gauge. */
+/* worker.c: moves this worker's contribution to a connection gauge. */
 void sc_worker_gauge(atomic_int *g, int *mine, int up);
 
-/* consumer.c: heartbeats on both broker connections every half interval
+/* worker.c: heartbeats on both broker connections every half interval
  * while the worker is busy elsewhere (rabbitmq-c sends them only inside its
  * own calls). */
 void sc_worker_keep_alive(struct worker *w);
 
-/* consumer.c: a fresh database session (autocommit off, UTC, bounded lock
- * waits, statements prepared) after a handler contract violation. Returns 0,
- * or -1 (the caller has the loop reconnect: NEXT_DB_LOST). */
+/* worker.c: a fresh database session (autocommit off, UTC, bounded lock
+ * waits, statements prepared, the node writable) after a handler contract
+ * violation. Returns 0, or -1 (the caller has the loop reconnect:
+ * NEXT_DB_LOST). */
 int sc_worker_reset_db(struct worker *w);
+
+/* worker.c: opens the worker's database and broker sessions. Returns 0, or
+ * -1 with why (and the database error code, if that was it) filled: the
+ * caller decides to retry and logs it, once, with the attempt and the delay. */
+int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code);
+
+/* worker.c: closes all three connections (the broker returns every unacked
+ * delivery). */
+void sc_worker_close(struct worker *w);
+
+/* worker.c: makes the database session again in place, with backoff, while
+ * the broker session and the deliveries in hand are kept, until
+ * db_outage_hold_ms after since_ms. Returns 0, or -1 (a stop, the broker
+ * went away, or the hold passed: the caller closes everything). */
+int sc_worker_reconnect_db(struct worker *w, int64_t since_ms);
 
 #endif
