@@ -191,6 +191,25 @@ static int session_open(struct worker *w, char *why, size_t why_len, unsigned *c
     return 0;
 }
 
+/* The broker cancelled the consumer (its queue was deleted): not ready
+ * until the queue, its bindings and the consumer are back. Returns 0, or -1
+ * (the caller resets the session, which declares them with backoff). */
+static int consume_again(struct worker *w, const char *why)
+{
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    char err[512];
+    atomic_fetch_add(&w->c->m.cancelled, 1);
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+    sc_log(SC_LOG_WARN, &lf, "%s: declaring it again", why);
+    if (sc_amqp_consume_again(&w->in, w->c->k, err, sizeof err)) {
+        sc_log(SC_LOG_WARN, &lf, "consuming again failed: %s", err);
+        return -1;
+    }
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
+    sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s again", w->index, w->c->k->queue);
+    return 0;
+}
+
 /* Consumes until a connection fails or a stop is requested. A batch takes
  * what is already waiting, up to batch_max, and closes as soon as nothing
  * more is: under low load every delivery is its own batch, without delay.
@@ -218,6 +237,11 @@ static long consume_loop(struct worker *w, struct item *items)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             break;
         }
+        if (r == SC_AMQP_RECV_CANCELLED) {
+            if (consume_again(w, err))
+                break;
+            continue;
+        }
         if (r == SC_AMQP_RECV_TIMEOUT) {
             if (sc_now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
                 w->last_db_use_ms = sc_now_ms();
@@ -231,10 +255,15 @@ static long consume_loop(struct worker *w, struct item *items)
             continue;
         }
         items[0].received_us = sc_now_us();
-        int n = 1, closed = 0;
+        int n = 1, closed = 0, cancelled = 0;
+        char cancel[512] = "";
         while (n < k->batch_max) {
             r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
-            if (r == SC_AMQP_RECV_TIMEOUT)
+            if (r == SC_AMQP_RECV_CANCELLED) {
+                cancelled = 1; /* the deliveries in hand are still valid: settle them first */
+                snprintf(cancel, sizeof cancel, "%s", err);
+            }
+            if (r == SC_AMQP_RECV_TIMEOUT || cancelled)
                 break;
             if (r == SC_AMQP_RECV_CLOSED) {
                 closed = 1;
@@ -255,6 +284,8 @@ static long consume_loop(struct worker *w, struct item *items)
         }
         handled += n;
         if (next == NEXT_RESET || (next == NEXT_DB_LOST && reconnect_db(w)))
+            break;
+        if (cancelled && consume_again(w, cancel))
             break;
     }
     return handled;
