@@ -237,6 +237,12 @@ char *sc_metrics_render(void)
         for (int i = 0; i < n; i++)
             emit(&o, "sidecar_consuming{consumer=\"%s\"} %d\n", esc(consumers[i]->name, e, sizeof e),
                  atomic_load(&consumers[i]->consuming));
+        emit(&o, "# HELP sidecar_consumer_cancelled_total Consumers the broker cancelled (queue "
+                 "deleted), each declared and consuming again.\n"
+                 "# TYPE sidecar_consumer_cancelled_total counter\n");
+        for (int i = 0; i < n; i++)
+            emit(&o, "sidecar_consumer_cancelled_total{consumer=\"%s\"} %llu\n",
+                 esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->cancelled));
     }
     if (relay) {
         struct sc_relay_metrics *r = relay;

@@ -35,6 +35,7 @@ struct sc_consumer_metrics {
     struct sc_hist batch_size, receive_to_commit, handler_seconds, commit_seconds;
     int workers;
     atomic_int db_connected, amqp_connected, consuming; /* workers in that state */
+    atomic_ullong cancelled; /* consumers the broker cancelled (their queue was deleted) */
 };
 
 struct sc_relay_metrics {

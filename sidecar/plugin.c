@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,6 +73,41 @@ static int check_file(const char *path, int fd, char *err, size_t err_len)
     return 0;
 }
 
+/* dlopen looks a name up among the objects already loaded before it opens
+ * anything: had a handler been loaded as "/proc/self/fd/N" and N closed, the
+ * next handler's open() would get N again and dlopen would hand back the
+ * first handler's object (its code, never its own init). So each load names
+ * its file by a descriptor number no earlier load of this process used.
+ * (One file loaded twice is still one object: glibc also matches device and
+ * inode. Each load calls init all the same and keeps its own state.) */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int unused_fd_number; /* no load used this number or any above it */
+
+/* dlopen of the opened, checked file fd under a fresh name. Returns the
+ * handle, or NULL with the reason in err. */
+static void *open_by_descriptor(const char *path, int fd, char *err, size_t err_len)
+{
+    char fd_path[64];
+    void *dl = NULL;
+    pthread_mutex_lock(&load_lock);
+    int named = fcntl(fd, F_DUPFD_CLOEXEC, unused_fd_number);
+    if (named < 0) {
+        snprintf(err, err_len, "handler %s: cannot load: no descriptor number from %d on: %s",
+                 path, unused_fd_number, strerror(errno));
+        goto out;
+    }
+    unused_fd_number = named + 1;
+    snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", named);
+    /* Without /proc (a bare chroot) the path itself: then a name is a path. */
+    dl = dlopen(access(fd_path, F_OK) == 0 ? fd_path : path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        snprintf(err, err_len, "handler %s: cannot load: %s", path, dlerror());
+    close(named);
+out:
+    pthread_mutex_unlock(&load_lock);
+    return dl;
+}
+
 int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_json, char *err,
                    size_t err_len)
 {
@@ -96,14 +132,10 @@ int sc_plugin_load(struct sc_plugin *p, const char *path, const char *config_jso
         close(fd);
         return -1;
     }
-    char fd_path[64];
-    snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
-    void *dl = dlopen(access(fd_path, F_OK) == 0 ? fd_path : path, RTLD_NOW | RTLD_LOCAL);
+    void *dl = open_by_descriptor(path, fd, err, err_len);
     close(fd);
-    if (!dl) {
-        snprintf(err, err_len, "handler %s: cannot load: %s", path, dlerror());
+    if (!dl)
         return -1;
-    }
     /* Copy what the error needs before dlclose: the strings live in the .so. */
     dlerror();
     sc_handler_v1_fn fn;

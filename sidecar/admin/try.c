@@ -3,7 +3,9 @@
  * connection, inside one transaction that is always rolled back. Each
  * event runs under its own savepoint, so later files see what earlier ones
  * did (a repeated id is a duplicate) and a refused one leaves no trace for
- * the next. Nothing touches the broker. */
+ * the next. A handler that ends the transaction (commit, rollback,
+ * autocommit on) is reported, with what it committed, and the next events
+ * run in a new session. Nothing touches the broker. */
 #include "try.h"
 
 #include <dlfcn.h>
@@ -102,18 +104,26 @@ static void db_reason(char *out, size_t len, const char *what, const struct sc_d
              sc_db_error_class_name(e->cls), e->msg);
 }
 
-/* One event: claim, handler, decided under savepoint sc_try. Returns the
- * outcome with its reason; *txn_gone when the whole transaction ended
- * (deadlock, lost connection, a handler that committed). */
+/* How try_event left the session. */
+enum session {
+    S_OK,       /* the transaction goes on */
+    S_ENDED,    /* the server ended it (deadlock, lost connection): a new session */
+    S_BROKEN,   /* the handler ended it (commit, rollback, autocommit on): a new
+                   session, and whatever it committed is in the database */
+};
+
+/* One event: claim, handler, decided under savepoint sc_try (kept when
+ * applied, rolled back to otherwise). Returns the outcome with its reason,
+ * and in *session whether the transaction goes on. */
 static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const char *consumer,
                               const struct sc_event *ev, int traced, char *why, size_t why_len,
-                              int *txn_gone)
+                              enum session *session)
 {
-    struct sc_db_err e = {0};
-    *txn_gone = 0;
+    struct sc_db_err e = {0}, u = {0};
+    *session = S_OK;
     if (sc_db_query(db, "SAVEPOINT sc_try", &e)) {
         db_reason(why, why_len, "SAVEPOINT", &e);
-        *txn_gone = 1;
+        *session = S_ENDED;
         return O_RETRY;
     }
     if (sc_db_insert_consumed(db, consumer, ev->id, &e)) {
@@ -123,35 +133,91 @@ static enum outcome try_event(struct sc_db *db, const struct sc_plugin *p, const
             return O_DUPLICATE;
         }
         db_reason(why, why_len, "claim (INSERT consumed_event)", &e);
-        *txn_gone = e.cls == SC_DBERR_CONNECTION || e.code == 1213;
+        if (e.cls == SC_DBERR_CONNECTION || e.code == 1213 ||
+            sc_db_query(db, "ROLLBACK TO SAVEPOINT sc_try", &u))
+            *session = S_ENDED;
         return O_RETRY;
     }
     printf("  claim: INSERT consumed_event (%s, %s): 1 row affected\n", consumer, ev->id);
     char reason[1024] = "";
     sc_handler_status st = sc_plugin_handle(p, db->conn, ev, reason, sizeof reason);
     sc_db_last_error(db, &e);
-    if (st == SC_HANDLER_OK && !sc_db_in_transaction(db)) {
+    unsigned long long rows = (unsigned long long)mysql_affected_rows(db->conn);
+    unsigned warnings = mysql_warning_count(db->conn);
+    /* Whatever the handler answered, the transaction must still be the one
+     * the claim was made in: open, autocommit off, and its savepoint there
+     * (a handler that committed and ran another statement is in a new
+     * transaction, without the savepoint). Applied: RELEASE keeps the work
+     * and proves the savepoint; otherwise ROLLBACK TO it undoes the part. */
+    int transient = e.cls == SC_DBERR_CONNECTION || e.code == 1213;
+    int open = sc_db_in_transaction(db);
+    if (open && !transient)
+        open = sc_db_query(db, st == SC_HANDLER_OK ? "RELEASE SAVEPOINT sc_try"
+                                                  : "ROLLBACK TO SAVEPOINT sc_try", &u) == 0;
+    if (!open && !transient && u.cls != SC_DBERR_CONNECTION) {
         snprintf(why, why_len, "handler %s ended the transaction (commit, rollback or "
-                 "autocommit): contract violation; what it committed stays", p->h->name);
-        *txn_gone = 1;
+                 "autocommit): contract violation; the sidecar dead-letters such an event and "
+                 "replaces the session", p->h->name);
+        *session = S_BROKEN;
         return O_REJECT;
-    }
-    if (st == SC_HANDLER_OK) {
-        /* A handler without a trace: what the connection says of its last
-         * statement is all there is to show. */
-        unsigned long long rows = (unsigned long long)mysql_affected_rows(db->conn);
-        if (!traced)
-            printf("  handler %s: OK; last statement: %llu row%s affected, %u warning%s\n",
-                   p->h->name, rows, rows == 1 ? "" : "s", mysql_warning_count(db->conn),
-                   mysql_warning_count(db->conn) == 1 ? "" : "s");
-        return O_APPLIED;
     }
     char dberr[160] = "";
     if (e.code)
         snprintf(dberr, sizeof dberr, " (last database error %u, SQLSTATE %s)", e.code, e.sqlstate);
+    if (!open || transient) {
+        /* The server ended it: a deadlock, a lost connection. */
+        *session = S_ENDED;
+        if (st == SC_HANDLER_OK && transient) {
+            snprintf(why, why_len, "handler %s answered OK after an error that ended the "
+                     "transaction%s", p->h->name, dberr);
+            return O_RETRY;
+        }
+        if (st == SC_HANDLER_OK) {
+            db_reason(why, why_len, "RELEASE SAVEPOINT after the handler", &u);
+            return O_RETRY;
+        }
+    } else if (st == SC_HANDLER_OK) {
+        /* A handler without a trace: what the connection said of its last
+         * statement is all there is to show. */
+        if (!traced)
+            printf("  handler %s: OK; last statement: %llu row%s affected, %u warning%s\n",
+                   p->h->name, rows, rows == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
+        return O_APPLIED;
+    }
     snprintf(why, why_len, "%s%s", reason[0] ? reason : "no reason given", dberr);
-    *txn_gone = e.cls == SC_DBERR_CONNECTION || e.code == 1213;
     return st == SC_HANDLER_RETRY ? O_RETRY : O_REJECT;
+}
+
+/* A new session after the old transaction ended: the sidecar's settings
+ * again (autocommit off above all: a handler that switched it on would
+ * otherwise have every later claim commit on its own). Returns 0, or -1
+ * with e filled. */
+static int renew_session(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e)
+{
+    struct sc_db_err ignored = {0};
+    if (sc_db_connected(db))
+        sc_db_rollback(db, &ignored);
+    sc_db_close(db);
+    return sc_db_connect(db, cfg, e) || sc_db_prepare_consumer(db, e) ? -1 : 0;
+}
+
+/* After a handler ended the transaction: which of the claims this
+ * transaction made are in the database now (the handler committed them,
+ * with the effects made before its COMMIT), printed one per line. */
+static void report_committed(struct sc_db *db, const char *consumer, char (*ids)[37], int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *id = ids[i];
+        long count = 0;
+        struct sc_db_err e = {0};
+        if (sc_db_count_consumed_many(db, consumer, &id, 1, &count, &e))
+            printf("  cannot tell whether the claim of %s was committed: error %u: %s\n", id,
+                   e.code, e.msg);
+        else if (count > 0)
+            printf("  committed for real by the handler: consumer %s's claim of %s, with the "
+                   "effects made before its COMMIT (the consumer will take the event for a "
+                   "duplicate)\n", consumer, id);
+    }
 }
 
 static int parse_args(int argc, char **argv, const char **consumer, char ***files, int *n_files)
@@ -215,11 +281,21 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
         set_trace(p.state, trace_statement, NULL);
 
     int counts[O_N] = {0};
+    /* The claims made in the current transaction: what a handler that
+     * commits would commit for real. */
+    char (*claimed)[37] = calloc((size_t)n_files, sizeof *claimed);
+    int n_claimed = 0;
+    if (!claimed) {
+        fprintf(stderr, "sidecar try: out of memory\n");
+        rc = 1;
+        n_files = 0;
+    }
     for (int i = 0; i < n_files; i++) {
         char why[2048] = "";
         size_t len = 0;
         enum outcome o;
         struct sc_parsed_event pe;
+        enum session session = S_OK;
         printf("event %d: %s\n", i + 1, files[i]);
         char *body = read_file(files[i], &len, why, sizeof why);
         if (!body) {
@@ -227,27 +303,10 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
         } else if (sc_event_parse(body, len, NULL, 0, &pe, why, sizeof why)) {
             o = O_MALFORMED;
         } else {
-            int gone = 0;
             printf("  id %s, type %s\n", pe.ev.id, pe.ev.type);
-            o = try_event(&db, &p, k->name, &pe.ev, set_trace != NULL, why, sizeof why, &gone);
-            if (o != O_APPLIED && !gone && sc_db_query(&db, "ROLLBACK TO SAVEPOINT sc_try", &e))
-                gone = 1;
-            if (gone) {
-                printf("  note: the transaction ended; earlier events' effects are gone\n");
-                sc_db_rollback(&db, &e);
-                if (mysql_ping(db.conn) != 0) {
-                    sc_db_close(&db);
-                    if (sc_db_connect(&db, cfg, &e) || sc_db_prepare_consumer(&db, &e)) {
-                        printf("  cannot reconnect: error %u: %s\n", e.code, e.msg);
-                        counts[o]++;
-                        printf("  outcome: %s: %s\n", outcome_names[o], why);
-                        sc_event_free(&pe);
-                        free(body);
-                        rc = 1;
-                        break;
-                    }
-                }
-            }
+            o = try_event(&db, &p, k->name, &pe.ev, set_trace != NULL, why, sizeof why, &session);
+            if (o == O_APPLIED || session == S_BROKEN)
+                memcpy(claimed[n_claimed++], pe.ev.id, 37);
             sc_event_free(&pe);
         }
         free(body);
@@ -258,7 +317,25 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
             printf("  outcome: %s: %s\n", outcome_names[o], why);
         if (o != O_APPLIED)
             rc = 1;
+        if (session == S_OK)
+            continue;
+        if (session == S_ENDED)
+            printf("  note: the transaction ended; earlier events' effects are gone; the next "
+                   "events run in a new database session\n");
+        else
+            printf("  note: the handler ended the transaction; the next events run in a new "
+                   "database session, so nothing of theirs can commit\n");
+        if (renew_session(&db, cfg, &e)) {
+            printf("  cannot reconnect: error %u: %s; the remaining events are not tried\n",
+                   e.code, e.msg);
+            rc = 1;
+            break;
+        }
+        if (session == S_BROKEN)
+            report_committed(&db, k->name, claimed, n_claimed);
+        n_claimed = 0;
     }
+    free(claimed);
     if (set_trace)
         set_trace(p.state, NULL, NULL);
     if (sc_db_connected(&db) && sc_db_rollback(&db, &e)) {

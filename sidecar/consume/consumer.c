@@ -48,6 +48,25 @@ static enum next process_holding(struct worker *w, struct item *items, int n)
     return next;
 }
 
+/* The broker cancelled the consumer (its queue was deleted): not ready
+ * until the queue, its bindings and the consumer are back. Returns 0, or -1
+ * (the caller resets the session, which declares them with backoff). */
+static int consume_again(struct worker *w, const char *why)
+{
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    char err[512];
+    atomic_fetch_add(&w->c->m.cancelled, 1);
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+    sc_log(SC_LOG_WARN, &lf, "%s: declaring it again", why);
+    if (sc_amqp_consume_again(&w->in, w->c->k, err, sizeof err)) {
+        sc_log(SC_LOG_WARN, &lf, "consuming again failed: %s", err);
+        return -1;
+    }
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
+    sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s again", w->index, w->c->k->queue);
+    return 0;
+}
+
 /* Consumes until a connection fails or a stop is requested. A batch takes
  * what is already waiting, up to batch_max, and closes as soon as nothing
  * more is: under low load every delivery is its own batch, without delay.
@@ -75,6 +94,11 @@ static long consume_loop(struct worker *w, struct item *items)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             break;
         }
+        if (r == SC_AMQP_RECV_CANCELLED) {
+            if (consume_again(w, err))
+                break;
+            continue;
+        }
         if (r == SC_AMQP_RECV_TIMEOUT) {
             if (sc_now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
                 w->last_db_use_ms = sc_now_ms();
@@ -88,14 +112,19 @@ static long consume_loop(struct worker *w, struct item *items)
             continue;
         }
         items[0].received_us = sc_now_us();
-        int n = 1, closed = 0;
+        int n = 1, closed = 0, cancelled = 0;
+        char cancel[512] = "";
         /* A batch holds its bodies until it is settled: it stops gathering
          * once they reach max_message_bytes (one larger body, to be
          * dead-lettered, ends it at once). */
         size_t bytes = items[0].env.message.body.len;
         while (n < k->batch_max && bytes < (size_t)k->max_message_bytes) {
             r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
-            if (r == SC_AMQP_RECV_TIMEOUT)
+            if (r == SC_AMQP_RECV_CANCELLED) {
+                cancelled = 1; /* the deliveries in hand are still valid: settle them first */
+                snprintf(cancel, sizeof cancel, "%s", err);
+            }
+            if (r == SC_AMQP_RECV_TIMEOUT || cancelled)
                 break;
             if (r == SC_AMQP_RECV_CLOSED) {
                 closed = 1;
@@ -114,6 +143,8 @@ static long consume_loop(struct worker *w, struct item *items)
             amqp_destroy_envelope(&items[i].env);
         handled += n;
         if (next == NEXT_RESET || (next == NEXT_DB_LOST && sc_worker_reconnect_db(w, sc_now_ms())))
+            break;
+        if (cancelled && consume_again(w, cancel))
             break;
     }
     return handled;

@@ -1,8 +1,7 @@
 #include "json_span.h"
 
+#include <stdlib.h>
 #include <string.h>
-
-#define MAX_DEPTH 512
 
 struct scan {
     const char *p, *end;
@@ -122,51 +121,61 @@ static int literal(struct scan *s, const char *word)
     return 0;
 }
 
-static int value(struct scan *s, int depth);
+/* The containers open around the scan position, one bit each (set: an
+ * object), in words that grow with the nesting: a value may nest as deep as
+ * it likes (the scan is a loop, not a recursion) for a bit of memory per
+ * level. */
+struct nesting {
+    unsigned long local[4];
+    unsigned long *bits;
+    size_t depth, cap; /* levels open; bits available */
+};
 
-static int container(struct scan *s, int depth, char close)
+#define WORD_BITS (sizeof(unsigned long) * 8)
+
+static int push(struct nesting *n, int object)
 {
-    if (depth > MAX_DEPTH)
-        return -1;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == close) {
-        s->p++;
-        return 0;
+    if (n->depth == n->cap) {
+        size_t words = n->cap / WORD_BITS * 2;
+        unsigned long *more = malloc(words * sizeof *more);
+        if (!more)
+            return -1;
+        memcpy(more, n->bits, n->cap / 8);
+        if (n->bits != n->local)
+            free(n->bits);
+        n->bits = more;
+        n->cap = words * WORD_BITS;
     }
-    for (;;) {
-        if (close == '}') {
-            ws(s); /* before every key, not only the first */
-            if (string(s))
-                return -1;
-            ws(s);
-            if (s->p >= s->end || *s->p++ != ':')
-                return -1;
-        }
-        if (value(s, depth + 1))
-            return -1;
-        ws(s);
-        if (s->p >= s->end)
-            return -1;
-        if (*s->p == close) {
-            s->p++;
-            return 0;
-        }
-        if (*s->p++ != ',')
-            return -1;
-    }
+    unsigned long bit = 1ul << (n->depth % WORD_BITS);
+    if (object)
+        n->bits[n->depth / WORD_BITS] |= bit;
+    else
+        n->bits[n->depth / WORD_BITS] &= ~bit;
+    n->depth++;
+    return 0;
 }
 
-static int value(struct scan *s, int depth)
+static int innermost_is_object(const struct nesting *n)
+{
+    size_t i = n->depth - 1;
+    return (n->bits[i / WORD_BITS] >> (i % WORD_BITS)) & 1;
+}
+
+/* `"key" :` inside an object, before its value. */
+static int member_key(struct scan *s)
 {
     ws(s);
-    if (s->p >= s->end)
+    if (string(s))
         return -1;
+    ws(s);
+    if (s->p >= s->end || *s->p++ != ':')
+        return -1;
+    return 0;
+}
+
+static int scalar(struct scan *s)
+{
     switch (*s->p) {
-    case '{':
-        return container(s, depth, '}');
-    case '[':
-        return container(s, depth, ']');
     case '"':
         return string(s);
     case 't':
@@ -180,13 +189,119 @@ static int value(struct scan *s, int depth)
     }
 }
 
-/* A key token (quotes included) spelled exactly as key, without escapes. A
- * key written with escapes is another member to this scanner; the caller's
- * full parser still sees it (and refuses a duplicate). */
+/* One JSON value at s->p, nested to any depth. 0 with s->p after it, or -1. */
+static int value(struct scan *s)
+{
+    struct nesting n = {.depth = 0, .cap = sizeof n.local * 8};
+    n.bits = n.local;
+    int rc = -1;
+    for (;;) {
+        /* A value starts here. */
+        ws(s);
+        if (s->p >= s->end)
+            break;
+        if (*s->p == '{' || *s->p == '[') {
+            int object = *s->p++ == '{';
+            if (push(&n, object))
+                break;
+            ws(s);
+            if (s->p < s->end && *s->p == (object ? '}' : ']')) {
+                s->p++;
+                n.depth--; /* empty: a complete value, go on below */
+            } else {
+                if (object && member_key(s))
+                    break;
+                continue;
+            }
+        } else if (scalar(s)) {
+            break;
+        }
+        /* A value ended: close what it ends, or go to the next element. */
+        int next = 0;
+        while (n.depth > 0) {
+            ws(s);
+            if (s->p >= s->end)
+                break;
+            int object = innermost_is_object(&n);
+            if (*s->p == (object ? '}' : ']')) {
+                s->p++;
+                n.depth--;
+                continue;
+            }
+            if (*s->p++ != ',' || (object && member_key(s)))
+                break;
+            next = 1;
+            break;
+        }
+        if (!next) {
+            rc = n.depth == 0 ? 0 : -1;
+            break;
+        }
+    }
+    if (n.bits != n.local)
+        free(n.bits);
+    return rc;
+}
+
+static unsigned hex4(const unsigned char *p)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 4 | (unsigned)(p[i] <= '9' ? p[i] - '0' : (p[i] | 0x20) - 'a' + 10);
+    return v;
+}
+
+/* A key token (quotes included) that spells key, escapes decoded: "d\u0061ta"
+ * is the member data as much as "data" is. The token is valid (string()). */
 static int key_is(const char *tok, size_t tok_len, const char *key)
 {
-    size_t n = strlen(key);
-    return tok_len == n + 2 && memcmp(tok + 1, key, n) == 0;
+    const unsigned char *p = (const unsigned char *)tok + 1, *end = (const unsigned char *)tok + tok_len - 1;
+    const unsigned char *k = (const unsigned char *)key;
+    while (p < end) {
+        unsigned char one[4];
+        size_t len = 1;
+        if (*p != '\\') {
+            one[0] = *p++;
+        } else if (p[1] != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            one[0] = (unsigned char)to[strchr(from, p[1]) - from];
+            p += 2;
+        } else {
+            unsigned cp = hex4(p + 2);
+            p += 6;
+            if (cp >= 0xD800 && cp <= 0xDBFF && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo = hex4(p + 2);
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    return 0;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                p += 6;
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                return 0; /* a lone surrogate spells no key */
+            }
+            if (cp < 0x80) {
+                one[0] = (unsigned char)cp;
+            } else if (cp < 0x800) {
+                one[0] = (unsigned char)(0xC0 | cp >> 6);
+                one[1] = (unsigned char)(0x80 | (cp & 0x3F));
+                len = 2;
+            } else if (cp < 0x10000) {
+                one[0] = (unsigned char)(0xE0 | cp >> 12);
+                one[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                one[2] = (unsigned char)(0x80 | (cp & 0x3F));
+                len = 3;
+            } else {
+                one[0] = (unsigned char)(0xF0 | cp >> 18);
+                one[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                one[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                one[3] = (unsigned char)(0x80 | (cp & 0x3F));
+                len = 4;
+            }
+        }
+        if (strlen((const char *)k) < len || memcmp(k, one, len) != 0)
+            return 0;
+        k += len;
+    }
+    return *k == 0;
 }
 
 int sc_json_member_span(const char *body, size_t len, const char *key, size_t *start, size_t *end)
@@ -211,7 +326,7 @@ int sc_json_member_span(const char *body, size_t len, const char *key, size_t *s
                 return -1;
             ws(&s);
             const char *v = s.p;
-            if (value(&s, 1))
+            if (value(&s))
                 return -1;
             if (key_is(k, (size_t)(k_end - k), key)) {
                 if (found)
@@ -241,7 +356,7 @@ int sc_json_text_valid(const char *s, size_t len)
     if (!s)
         return 0;
     struct scan sc = {s, s + len};
-    if (value(&sc, 0))
+    if (value(&sc))
         return 0;
     ws(&sc);
     return sc.p == sc.end;

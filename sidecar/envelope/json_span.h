@@ -2,14 +2,15 @@
  * top-level member's value lies in it, without converting anything: the envelope's `data` is
  * handed on exactly as it was written (numbers of any size or precision
  * keep their digits), where a parser's doubles and 64-bit integers would
- * change or refuse it. */
+ * change or refuse it. Values may nest to any depth: the scan is a loop
+ * with a bit of memory per open level, not a recursion. */
 #ifndef SC_JSON_SPAN_H
 #define SC_JSON_SPAN_H
 
 #include <stddef.h>
 
 /* Validates body[0..len) as one JSON object and finds the value of the
- * top-level member `key`. Returns 1 and sets [*start, *end) when present,
+ * top-level member `key` (its name compared with escapes decoded). Returns 1 and sets [*start, *end) when present,
  * 0 when absent, -1 when the text is not a valid JSON object (or `key`
  * occurs twice at the top level). */
 int sc_json_member_span(const char *body, size_t len, const char *key, size_t *start, size_t *end);

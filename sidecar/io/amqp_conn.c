@@ -126,14 +126,26 @@ static int connect_one(struct sc_amqp *a, const struct sc_config *cfg, const cha
     struct timeval rpc_tv = {SC_AMQP_RPC_TIMEOUT_S, 0};
     amqp_set_rpc_timeout(a->conn, &rpc_tv);
 
-    amqp_table_entry_t props_entries[2];
+    /* rabbitmq-c 0.11 advertises authentication_failure_close and
+     * exchange_exchange_bindings and merges these capabilities into its
+     * own. Without consumer_cancel_notify the broker never says that it
+     * cancelled a consumer (its queue was deleted): the worker would wait
+     * for deliveries forever. */
+    amqp_table_entry_t caps_entries[1];
+    caps_entries[0].key = amqp_cstring_bytes("consumer_cancel_notify");
+    caps_entries[0].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+    caps_entries[0].value.value.boolean = 1;
+    amqp_table_entry_t props_entries[3];
     props_entries[0].key = amqp_cstring_bytes("connection_name");
     props_entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
     props_entries[0].value.value.bytes = amqp_cstring_bytes(name);
     props_entries[1].key = amqp_cstring_bytes("product");
     props_entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
     props_entries[1].value.value.bytes = amqp_cstring_bytes("sidecar");
-    amqp_table_t props = {2, props_entries};
+    props_entries[2].key = amqp_cstring_bytes("capabilities");
+    props_entries[2].value.kind = AMQP_FIELD_KIND_TABLE;
+    props_entries[2].value.value.table = (amqp_table_t){1, caps_entries};
+    amqp_table_t props = {3, props_entries};
     amqp_rpc_reply_t r = amqp_login_with_properties(a->conn, ci.vhost, 0, 131072,
                                                     cfg->amqp_heartbeat_s, &props,
                                                     AMQP_SASL_METHOD_PLAIN, ci.user, ci.password);
@@ -277,7 +289,22 @@ int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, co
         return -1;
     amqp_basic_consume(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue),
                        amqp_cstring_bytes(tag), 0, 0 /* manual ack */, 0, amqp_empty_table);
-    return reply_error(amqp_get_rpc_reply(a->conn), "basic.consume", err, err_len);
+    if (reply_error(amqp_get_rpc_reply(a->conn), "basic.consume", err, err_len))
+        return -1;
+    snprintf(a->consumer_tag, sizeof a->consumer_tag, "%s", tag);
+    snprintf(a->queue, sizeof a->queue, "%s", queue);
+    a->prefetch = prefetch;
+    return 0;
+}
+
+int sc_amqp_consume_again(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                          size_t err_len)
+{
+    if (sc_amqp_declare_consumer(a, k, err, err_len))
+        return -1;
+    char tag[sizeof a->consumer_tag];
+    memcpy(tag, a->consumer_tag, sizeof tag);
+    return sc_amqp_start_consume(a, k->queue, a->prefetch, tag, err, err_len);
 }
 
 /* Answers a broker-initiated close so the broker can release the resources,
@@ -326,9 +353,18 @@ enum sc_amqp_recv sc_amqp_receive(struct sc_amqp *a, amqp_envelope_t *env, int t
         case AMQP_CONNECTION_CLOSE_METHOD:
             handle_close_frame(a, &f, err, err_len);
             return SC_AMQP_RECV_CLOSED;
-        case AMQP_BASIC_CANCEL_METHOD:
-            fail(err, err_len, "amqp", "the broker cancelled the consumer (queue deleted?)");
-            return SC_AMQP_RECV_CLOSED;
+        case AMQP_BASIC_CANCEL_METHOD: {
+            /* The channel stays open; RabbitMQ sends it with nowait. */
+            amqp_basic_cancel_t *m = f.payload.method.decoded;
+            snprintf(err, err_len, "the broker cancelled consumer %.*s of queue %s (queue deleted?)",
+                     (int)m->consumer_tag.len, (const char *)m->consumer_tag.bytes,
+                     a->queue[0] ? a->queue : "?");
+            if (!m->nowait) {
+                amqp_basic_cancel_ok_t ok = {m->consumer_tag};
+                amqp_send_method(a->conn, f.channel, AMQP_BASIC_CANCEL_OK_METHOD, &ok);
+            }
+            return SC_AMQP_RECV_CANCELLED;
+        }
         default:
             return SC_AMQP_RECV_TIMEOUT;
         }

@@ -16,6 +16,9 @@ struct sc_amqp {
     amqp_connection_state_t conn;
     uint64_t next_seq;     /* publish sequence number under confirms */
     int node;              /* index in cfg->amqp_urls of the broker node */
+    /* what sc_amqp_start_consume last started, for sc_amqp_consume_again */
+    char queue[256], consumer_tag[256];
+    int prefetch;
 };
 
 /* Opens a connection and channel 1. name shows in the broker's connection
@@ -45,10 +48,19 @@ void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, 
 int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, const char *tag,
                           char *err, size_t err_len);
 
+/* After a cancel (the queue was deleted): declares the consumer's queue,
+ * bindings, dead-letter and delay queues again and consumes as before, on
+ * the same channel (the deliveries in hand stay valid). Returns 0, or -1
+ * with err set (reconnect). */
+int sc_amqp_consume_again(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                          size_t err_len);
+
 enum sc_amqp_recv {
-    SC_AMQP_RECV_MESSAGE,  /* *env filled; destroy it with amqp_destroy_envelope */
-    SC_AMQP_RECV_TIMEOUT,  /* nothing arrived in time */
-    SC_AMQP_RECV_CLOSED,   /* connection or channel is gone: reconnect */
+    SC_AMQP_RECV_MESSAGE,   /* *env filled; destroy it with amqp_destroy_envelope */
+    SC_AMQP_RECV_TIMEOUT,   /* nothing arrived in time */
+    SC_AMQP_RECV_CLOSED,    /* connection or channel is gone: reconnect */
+    SC_AMQP_RECV_CANCELLED, /* the broker cancelled the consumer (basic.cancel, err says
+                               which): no more deliveries until sc_amqp_consume_again */
 };
 
 /* Waits up to timeout_ms for a delivery. */

@@ -3,6 +3,9 @@
  *   ALWAYS_RETRY  RETRY every time (exhausts max_attempts)
  *   POISON        REJECT
  *   COMMITTER     runs COMMIT itself (a contract violation the sidecar catches)
+ *   COMMIT_MORE   the effect, COMMIT, then a read that opens a new transaction:
+ *                 the server says "in a transaction" again afterwards
+ *   ROLLBACKER    the effect, then ROLLBACK, and answers OK
  *   SWALLOW_LOCK  locks t_locks rows 1 then 2; on any error returns OK with no
  *                 effect (swallows a deadlock that rolled the transaction back)
  *   AUTOCOMMIT_ON runs SET autocommit=1 (a contract violation), then the effect
@@ -114,6 +117,22 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         if (r)
             mysql_free_result(r);
         return effect(conn, ev, reason, len);
+    }
+    if (strcmp(ev->type, "COMMIT_MORE") == 0) {
+        sc_handler_status st = effect(conn, ev, reason, len);
+        mysql_commit(conn);
+        const char *read = "SELECT COUNT(*) FROM notification_job";
+        if (mysql_real_query(conn, read, strlen(read)) == 0) {
+            MYSQL_RES *r = mysql_store_result(conn);
+            if (r)
+                mysql_free_result(r);
+        }
+        return st;
+    }
+    if (strcmp(ev->type, "ROLLBACKER") == 0) {
+        effect(conn, ev, reason, len);
+        mysql_rollback(conn);
+        return SC_HANDLER_OK;
     }
     if (strcmp(ev->type, "COMMITTER") == 0) {
         sc_handler_status st = effect(conn, ev, reason, len);

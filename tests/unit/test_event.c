@@ -1,6 +1,7 @@
 /* CloudEvents envelope: every malformed kind of the contract is refused with
  * a reason, and a good event is parsed field by field. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sidecar/envelope/event.h"
@@ -16,6 +17,53 @@ static int parse(const char *body, const char *mid, char *reason)
     if (rc == 0)
         sc_event_free(&e);
     return rc;
+}
+
+/* `data` nested depth levels deep around inner: [[...[inner]...]] */
+static char *nested(int depth, const char *inner)
+{
+    size_t n = strlen(inner);
+    char *t = malloc(2 * (size_t)depth + n + 1);
+    memset(t, '[', (size_t)depth);
+    memcpy(t + depth, inner, n);
+    memset(t + depth + n, ']', (size_t)depth);
+    t[2 * (size_t)depth + n] = 0;
+    return t;
+}
+
+/* data nested depth levels deep (arrays, or objects {"k": ...} when
+ * objects) is handed on exactly as written. */
+static void deep_data_verbatim(int depth, int objects, const char *inner, const char *key)
+{
+    char *data;
+    if (objects) {
+        size_t n = strlen(inner);
+        data = malloc(7 * (size_t)depth + n + 1);
+        char *w = data;
+        for (int i = 0; i < depth; i++)
+            w = memcpy(w, "{\"k\": ", 6), w += 6;
+        w = memcpy(w, inner, n), w += n;
+        memset(w, '}', (size_t)depth);
+        w[depth] = 0;
+    } else {
+        data = nested(depth, inner);
+    }
+    size_t dlen = strlen(data);
+    char *body = malloc(dlen + 200);
+    sprintf(body, "{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"%s\":%s}",
+            key, data);
+    struct sc_parsed_event e;
+    char reason[256] = "";
+    int rc = sc_event_parse(body, strlen(body), NULL, 0, &e, reason, sizeof reason);
+    int same = rc == 0 && e.ev.data_json && e.ev.data_json_len == dlen && memcmp(e.ev.data_json, data, dlen) == 0;
+    const char *at = rc == 0 && e.ev.data_json ? strstr(e.ev.data_json, inner) : NULL;
+    ok(same, "data %s %d levels deep (%s), member spelled %s, is kept verbatim (%s; innermost: %.40s)",
+       objects ? "objects" : "arrays", depth, inner, key, rc ? reason : "parsed", at ? at : "(not found)");
+    ok(sc_json_text_valid(data, dlen), "and the validator takes it (%d levels)", depth);
+    if (rc == 0)
+        sc_event_free(&e);
+    free(body);
+    free(data);
 }
 
 static void refused(const char *body, const char *mid, const char *want_in_reason, const char *label)
@@ -84,6 +132,27 @@ int main(void)
            "data %s is kept verbatim (%s)", datas[i], rc ? reason : e.ev.data_json);
         if (rc == 0)
             sc_event_free(&e);
+    }
+    /* ... at any depth: no parser of fixed depth ever sees it, so it is
+     * never re-encoded (1.10 stays 1.10, 30 digits stay 30 digits). */
+    deep_data_verbatim(513, 0, "1.10", "data");
+    deep_data_verbatim(600, 0, "123456789012345678901234567890", "data");
+    deep_data_verbatim(600, 1, "{\"price\": 1.10, \"n\": 123456789012345678901234567890}", "data");
+    deep_data_verbatim(3000, 1, "1.10", "d\\u0061ta");
+    deep_data_verbatim(100000, 0, "1E400", "data");
+    {
+        char *deep = nested(100000, "1");
+        ok(!sc_json_text_valid(deep, strlen(deep) - 1), "unbalanced, 100000 deep: refused");
+        deep[200000] = '}';
+        ok(!sc_json_text_valid(deep, strlen(deep)), "closed by the wrong bracket, 100000 deep: refused");
+        free(deep);
+        /* Outside data the parser's own bound holds, with its reason. */
+        char *ext = nested(5000, "1");
+        char *body = malloc(strlen(ext) + 200);
+        sprintf(body, "{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"ext\":%s}", ext);
+        refused(body, NULL, "not valid JSON", "an attribute other than data nested 5000 deep is refused with a reason");
+        free(body);
+        free(ext);
     }
     /* The validator the relay and the producer helper use (json_span.c). */
     ok(sc_json_text_valid(" {\"a\": 1, \"b\": [true, null, \"x\"]} ", 34), "valid JSON text accepted");

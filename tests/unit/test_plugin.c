@@ -102,6 +102,70 @@ static void read_only_mounts(const char *self, const char *sample, const char *d
     rmdir(script);
 }
 
+/* What the loaded handler says of itself: its name and, from handle(), the
+ * "<name> <config>" reason of named_handler.c (whose code ran, with whose
+ * state). */
+static const char *answer(const struct sc_plugin *p, char *buf, size_t len)
+{
+    if (!p->h)
+        return "(not loaded)";
+    sc_plugin_handle(p, NULL, NULL, buf, len);
+    return buf;
+}
+
+static int load_named(struct sc_plugin *p, const char *dir, const char *file, const char *config)
+{
+    char path[1024], err[1024] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int rc = sc_plugin_load(p, path, config, err, sizeof err);
+    if (rc)
+        printf("# %s: %s\n", file, err);
+    return rc;
+}
+
+/* Two consumers of one process, each with its own handler file, and two
+ * with one file but each its own handler_config: every load runs its own
+ * file's code, with its own init and state, whatever was loaded or
+ * unloaded before (the loader opens each file and loads it by descriptor:
+ * a name glibc already knows must never stand for another file). */
+static void side_by_side(const char *dir)
+{
+    struct sc_plugin a, b, a2, b2;
+    char buf[256];
+    ok(load_named(&a, dir, "named_alpha.so", "{\"k\":1}") == 0, "alpha loads");
+    ok(load_named(&b, dir, "named_beta.so", "{\"k\":2}") == 0, "beta loads beside it");
+    is_str(b.h ? b.h->name : NULL, "beta", "the second file is its own object, not the first's");
+    is_str(answer(&b, buf, sizeof buf), "beta {\"k\":2}", "beta's handle runs beta's code with its state");
+    is_str(answer(&a, buf, sizeof buf), "alpha {\"k\":1}", "alpha's handle still runs alpha's code");
+
+    ok(load_named(&a2, dir, "named_alpha.so", "{\"k\":3}") == 0, "alpha loads a second time");
+    is_str(answer(&a2, buf, sizeof buf), "alpha {\"k\":3}",
+           "one file used twice: the second load ran init with its own handler_config");
+    is_str(answer(&a, buf, sizeof buf), "alpha {\"k\":1}", "and the first load kept its state");
+    ok(a2.state != a.state, "two states, one per load");
+
+    /* Unloading one of the two alpha loads leaves alpha loaded (and its
+     * descriptor number free again): the next file is still its own. */
+    sc_plugin_unload(&a);
+    is_str(answer(&a2, buf, sizeof buf), "alpha {\"k\":3}", "the other alpha load works on");
+    sc_plugin_unload(&b);
+    ok(load_named(&b2, dir, "named_beta.so", "{\"k\":4}") == 0, "beta loads again");
+    is_str(answer(&b2, buf, sizeof buf), "beta {\"k\":4}",
+           "after unloads the freed descriptor numbers name no stale object");
+    ok(load_named(&b, dir, "named_alpha.so", "{\"k\":5}") == 0, "alpha a third time");
+    is_str(answer(&b, buf, sizeof buf), "alpha {\"k\":5}", "and it is alpha");
+    sc_plugin_unload(&b);
+    sc_plugin_unload(&b2);
+    sc_plugin_unload(&a2);
+
+    /* The other order, from nothing loaded. */
+    ok(load_named(&b, dir, "named_beta.so", "{}") == 0 && load_named(&a, dir, "named_alpha.so", "{}") == 0,
+       "beta, then alpha load");
+    is_str(a.h ? a.h->name : NULL, "alpha", "the second is alpha");
+    sc_plugin_unload(&a);
+    sc_plugin_unload(&b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--load") == 0)
@@ -111,6 +175,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *dir = argv[1];
+    side_by_side(dir);
     refused(dir, "bad_abi.so", "abi_version: expected 1, got 2", "wrong ABI version");
     refused(dir, "bad_size.so", "struct_size: expected at least 40, got 16", "struct too small");
     refused(dir, "bad_name.so", "name: expected a non-empty string, got NULL", "NULL name");
