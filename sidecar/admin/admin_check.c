@@ -10,6 +10,7 @@
 #include "io/amqp_conn.h"
 #include "io/db.h"
 #include "io/db_settings.h"
+#include "io/schema.h"
 #include "log.h"
 #include "plugin.h"
 #include "try.h"
@@ -112,6 +113,23 @@ int sc_check_run(const struct sc_config *cfg)
     struct sc_db db;
     struct sc_db_err e = {0};
     if (sc_db_connect(&db, cfg, &e) == 0) {
+        int parts = (cfg->n_consumers ? SC_SCHEMA_CONSUMER : 0) |
+                    (cfg->relay.present ? SC_SCHEMA_RELAY : 0);
+        char why[512];
+        int schema = parts ? sc_schema_check(&db, parts, why, sizeof why, &e) : 0;
+        if (schema == 1) {
+            fprintf(stderr, "sidecar: mysql: %s\n", why);
+            bad_config = 1;
+        } else if (schema < 0) {
+            fprintf(stderr, "sidecar: mysql: the schema could not be checked: error %u: %s\n",
+                    e.code, e.msg);
+            rc = 1;
+        } else if (parts) {
+            printf("mysql: schema has what %s needs\n",
+                   parts == (SC_SCHEMA_CONSUMER | SC_SCHEMA_RELAY) ? "the consumers and the relay"
+                   : parts == SC_SCHEMA_CONSUMER                   ? "the consumers"
+                                                                   : "the relay");
+        }
         for (size_t i = 0; i < cfg->n_consumers; i++) {
             char err[1024];
             int had;

@@ -14,6 +14,7 @@
 #include "io/amqp_conn.h"
 #include "io/db.h"
 #include "io/http.h"
+#include "io/schema.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
@@ -220,6 +221,8 @@ int sc_consume_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: consumers: at least one consumer is required to consume\n");
         return 2;
     }
+    if (sc_schema_startup(cfg, SC_SCHEMA_CONSUMER))
+        return 2;
     struct consumer *cs = calloc(cfg->n_consumers, sizeof *cs);
     if (!cs)
         return 1;

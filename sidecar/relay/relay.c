@@ -10,6 +10,7 @@
 
 #include "io/amqp_conn.h"
 #include "io/db.h"
+#include "io/schema.h"
 #include "io/db_settings.h"
 #include "fault.h"
 #include "lifecycle.h"
@@ -655,6 +656,8 @@ int sc_relay_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: relay: the config has no \"relay\" section\n");
         return 2;
     }
+    if (sc_schema_startup(cfg, SC_SCHEMA_RELAY))
+        return 2;
     struct relay r;
     memset(&r, 0, sizeof r);
     r.cfg = cfg;

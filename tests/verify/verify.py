@@ -31,10 +31,11 @@ def create_database(name):
     with admin_db() as c, c.cursor() as cur:
         cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         cur.execute(f"GRANT ALL ON {name}.* TO 'sidecar'@'127.0.0.1'")
-    for f in sorted(os.listdir(os.path.join(ROOT, "sql"))):
-        if f.endswith(".sql") and f[0].isdigit():
-            subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", name],
-                           stdin=open(os.path.join(ROOT, "sql", f)), check=True)
+    for part in ("schema", "examples"):
+        for f in sorted(os.listdir(os.path.join(ROOT, "sql", part))):
+            if f.endswith(".sql"):
+                subprocess.run(["mariadb", "--no-defaults", "-S", os.environ["SC_TEST_MYSQL_SOCKET"], "-uroot", name],
+                               stdin=open(os.path.join(ROOT, "sql", part, f)), check=True)
 
 
 # ---- a database of its own, so nothing else's outbox rows mix in ----------
