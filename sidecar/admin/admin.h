@@ -6,8 +6,9 @@
 
 #include "config.h"
 
-/* inspect EVENT_ID [--json]: 0 when something is known of the id, 1 when
- * nothing is, 2 on bad usage. */
+/* inspect EVENT_ID [--json]: 0 when something is known of the id and every
+ * query ran, 1 when nothing is or a query failed (the report names the
+ * table and the error), 2 on bad usage. */
 int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv);
 
 /* purge --older-than DURATION [--dry-run] [--force] */
