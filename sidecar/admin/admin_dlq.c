@@ -3,12 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "admin.h"
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
 #include "fault.h"
 #include "io/amqp_conn.h"
+#include "lifecycle.h"
 
 #define DLQ_MAX 10000
 
@@ -258,6 +260,36 @@ failed:
     return -1;
 }
 
+/* Gives back what this command still holds by closing its channel, and
+ * waits (up to 3 s) until the queue shows that many again: a quorum queue
+ * takes the returns back asynchronously, and a `dlq` command run right
+ * after this one would otherwise find the queue empty. */
+static void give_back(struct sc_amqp *a, const struct sc_consumer_config *k, const struct dead *ds,
+                      int n)
+{
+    uint32_t held = 0;
+    for (int i = 0; i < n; i++)
+        held += ds[i].tag != 0;
+    if (!held || !a->conn)
+        return;
+    amqp_rpc_reply_t r = amqp_channel_close(a->conn, SC_AMQP_CHANNEL, AMQP_REPLY_SUCCESS);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL)
+        return;
+    amqp_channel_open(a->conn, SC_AMQP_CHANNEL);
+    if (amqp_get_rpc_reply(a->conn).reply_type != AMQP_RESPONSE_NORMAL)
+        return;
+    int64_t until = sc_now_ms() + 3000;
+    for (;;) {
+        amqp_queue_declare_ok_t *q = amqp_queue_declare(a->conn, SC_AMQP_CHANNEL,
+                                                        amqp_cstring_bytes(k->dead_letter_queue),
+                                                        1, 0, 0, 0, amqp_empty_table);
+        if (!q || q->message_count >= held || sc_now_ms() >= until)
+            return;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void print_message(const struct dead *d)
 {
     const amqp_basic_properties_t *p = &d->msg.properties;
@@ -409,8 +441,9 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
     } else {
         rc = replay(&a, k, ds, n, filter);
     }
+    give_back(&a, k, ds, n);
     free_dead(ds, n);
     free(ds);
-    sc_amqp_close(&a); /* what was not acked goes back to the queue */
+    sc_amqp_close(&a);
     return rc;
 }
