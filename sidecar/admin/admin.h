@@ -6,14 +6,17 @@
 
 #include "config.h"
 
-/* inspect EVENT_ID [--json]: 0 when something is known of the id, 1 when
- * nothing is, 2 on bad usage. */
+/* inspect EVENT_ID [--json]: 0 when something is known of the id and every
+ * query ran, 1 when nothing is or a query failed (the report names the
+ * table and the error), 2 on bad usage. */
 int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv);
 
 /* purge --older-than DURATION [--dry-run] [--force] */
 int sc_purge_run(const struct sc_config *cfg, int argc, char **argv);
 
-/* dlq list|show|replay CONSUMER [--id EVENT_ID | --all] */
+/* dlq list|show|replay CONSUMER [--id EVENT_ID | --all]: EVENT_ID as the
+ * logs show it (any UUID spelling, or a plain message id). replay: 0 when
+ * every matching message was replayed and removed from the DLQ. */
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
 
 /* check: loads the handlers, connects to both servers, declares the

@@ -3,22 +3,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "admin.h"
-#include "io/amqp_conn.h"
 #include "consume/republish.h"
+#include "envelope/uuid_text.h"
+#include "fault.h"
+#include "io/amqp_conn.h"
+#include "lifecycle.h"
 
 #define DLQ_MAX 10000
 
+/* A browse gives back every message it read, and a quorum queue counts each
+ * give-back as a delivery (x-delivery-count); RabbitMQ 4 drops a message at
+ * its queue's delivery limit, 20 unless declared otherwise. A dead letter
+ * read with a count of this many is first put back as a fresh copy, so no
+ * number of browses takes it near a limit of 20. */
+#define DLQ_REFRESH_AT 10
+
+#define H_DELIVERY_COUNT "x-delivery-count"
+
 struct dead {
-    uint64_t tag;
+    uint64_t tag;       /* 0 once it left this browse's hands (refreshed, replayed) */
     amqp_message_t msg;
-    char event_id[64];
+    char *body_id;      /* the body's "id" as written, or NULL */
+    char event_id[72];  /* the id as the logs show it */
+    int64_t delivered;  /* the broker's x-delivery-count, -1 when absent */
 };
+
+static const amqp_table_t *headers_of(const amqp_basic_properties_t *p)
+{
+    return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
+}
 
 static void header_text(const amqp_basic_properties_t *p, const char *key, char *out, size_t len)
 {
-    const amqp_table_t *h = (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
+    const amqp_table_t *h = headers_of(p);
     amqp_bytes_t b = sc_amqp_header_bytes(h, key);
     if (b.len) {
         snprintf(out, len, "%.*s", (int)b.len, (const char *)b.bytes);
@@ -31,44 +51,243 @@ static void header_text(const amqp_basic_properties_t *p, const char *key, char 
         snprintf(out, len, "-");
 }
 
-/* The event id: the body's "id", else the message_id property. */
-static void event_id_of(const amqp_message_t *m, char *out, size_t len)
+/* An id as the logs and `inspect` show it: the canonical lowercase form of a
+ * UUID in any RFC 4122 spelling, else the text as written (the logs cut a
+ * malformed id at 64 bytes; so does this). */
+static void log_form(const char *s, size_t len, char *out, size_t out_len)
 {
-    json_t *j = json_loadb(m->body.bytes, m->body.len, 0, NULL);
-    const char *id = j ? json_string_value(json_object_get(j, "id")) : NULL;
-    if (id)
-        snprintf(out, len, "%s", id);
-    else if (m->properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-        snprintf(out, len, "%.*s", (int)m->properties.message_id.len,
-                 (const char *)m->properties.message_id.bytes);
+    char canon[37];
+    if (sc_uuid_canonical(s, len, canon) == 0)
+        snprintf(out, out_len, "%s", canon);
     else
-        snprintf(out, len, "(no id)");
-    json_decref(j);
+        snprintf(out, out_len, "%.*s", (int)(len > 64 ? 64 : len), s);
 }
 
-/* Takes every message of the queue without acking it: they return to the
- * queue when the channel closes, unless acked. Returns the count or -1. */
-static int browse(struct sc_amqp *a, const char *queue, struct dead *out, char *err, size_t len)
+/* 1 when the id s (any spelling) is want (canonical when a UUID, else as
+ * written, or the 64 bytes a log line shows of a longer one). */
+static int id_is(const char *s, size_t len, const char *want)
 {
+    char canon[37];
+    if (sc_uuid_canonical(s, len, canon) == 0)
+        return strcmp(canon, want) == 0;
+    size_t n = strlen(want);
+    return (n == len || (n == 64 && len > 64)) && memcmp(s, want, n) == 0;
+}
+
+/* The body's "id" (what the consumer logs), else the message_id property
+ * (a plain message's id). */
+static void identify(struct dead *d)
+{
+    json_t *j = json_loadb(d->msg.body.bytes, d->msg.body.len, 0, NULL);
+    const char *id = j ? json_string_value(json_object_get(j, "id")) : NULL;
+    d->body_id = id ? strdup(id) : NULL;
+    json_decref(j);
+    const amqp_basic_properties_t *p = &d->msg.properties;
+    if (d->body_id)
+        log_form(d->body_id, strlen(d->body_id), d->event_id, sizeof d->event_id);
+    else if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+        log_form(p->message_id.bytes, p->message_id.len, d->event_id, sizeof d->event_id);
+    else
+        snprintf(d->event_id, sizeof d->event_id, "(no id)");
+    d->delivered = sc_amqp_header_int(headers_of(p), H_DELIVERY_COUNT, -1);
+}
+
+/* want: the --id argument, canonical when a UUID; NULL matches all. */
+static int matches(const struct dead *d, const char *want)
+{
+    if (!want)
+        return 1;
+    const amqp_basic_properties_t *p = &d->msg.properties;
+    if (d->body_id && id_is(d->body_id, strlen(d->body_id), want))
+        return 1;
+    return (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
+           id_is(p->message_id.bytes, p->message_id.len, want);
+}
+
+static int key_is(amqp_bytes_t k, const char *s)
+{
+    size_t n = strlen(s);
+    return k.len == n && memcmp(k.bytes, s, n) == 0;
+}
+
+static int key_starts(amqp_bytes_t k, const char *s)
+{
+    size_t n = strlen(s);
+    return k.len > n && memcmp(k.bytes, s, n) == 0;
+}
+
+/* What a replay leaves behind: the broker's death bookkeeping (x-death,
+ * x-first-death-*, x-last-death-*) and delivery count, and the sidecar's
+ * attempt bookkeeping (x-sidecar-*, but the original route, which a second
+ * dead letter must still name). A refresh leaves only the delivery count. */
+static int dropped(amqp_bytes_t k, int replay)
+{
+    if (key_is(k, H_DELIVERY_COUNT))
+        return 1;
+    if (!replay)
+        return 0;
+    if (key_is(k, SC_H_ORIG_EXCHANGE) || key_is(k, SC_H_ORIG_ROUTING_KEY))
+        return 0;
+    return key_is(k, "x-death") || key_starts(k, "x-first-death-") ||
+           key_starts(k, "x-last-death-") || key_starts(k, SC_H_PREFIX);
+}
+
+/* Publishes a copy of d, every header but the dropped ones, to queue through
+ * the default exchange, mandatory, under confirms. Returns 1 when confirmed,
+ * 0 when not (m_result says why), -1 when the connection failed. */
+static int publish_copy(struct sc_amqp *a, const struct dead *d, const char *queue, int replay,
+                        enum sc_publish_result *m_result, char *err, size_t err_len)
+{
+    const amqp_basic_properties_t *p = &d->msg.properties;
+    amqp_basic_properties_t np = *p;
+    const amqp_table_t *h = headers_of(p);
+    amqp_table_entry_t *keep = NULL;
+    int nk = 0;
+    if (h && h->num_entries > 0) {
+        if (!(keep = calloc((size_t)h->num_entries, sizeof *keep))) {
+            snprintf(err, err_len, "out of memory");
+            *m_result = SC_PUB_FAILED;
+            return 0;
+        }
+        for (int j = 0; j < h->num_entries; j++)
+            if (!dropped(h->entries[j].key, replay))
+                keep[nk++] = h->entries[j];
+        np.headers.num_entries = nk;
+        np.headers.entries = keep;
+    }
+    sc_amqp_props_clear_ttl(&np); /* only the operator may let it expire */
+    struct sc_publish m = {.exchange = "", .routing_key = queue, .props = &np,
+                           .body = d->msg.body, .mandatory = 1};
+    err[0] = 0;
+    int acked = sc_amqp_publish_confirmed(a, &m, 1, 10000, err, err_len);
+    free(keep);
+    *m_result = m.result;
+    return acked < 0 ? -1 : acked == 1;
+}
+
+/* Acks tag, then makes one channel round trip (basic.qos, which changes
+ * nothing here): the broker handles a channel's methods in order, so its
+ * answer proves it took the ack. Returns 0 then, -1 with err set when the
+ * answer did not come (the connection is gone: the ack may or may not have
+ * been taken). */
+static int ack_confirmed(struct sc_amqp *a, uint64_t tag, char *err, size_t err_len)
+{
+    if (sc_amqp_ack(a, tag, 0)) {
+        snprintf(err, err_len, "the ack could not be sent");
+        return -1;
+    }
+    amqp_basic_qos(a->conn, SC_AMQP_CHANNEL, 0, 0, 0);
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(a->conn);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
+        return 0;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+        snprintf(err, err_len, "%s", amqp_error_string2(r.library_error));
+    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+             r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        amqp_connection_close_t *m = r.reply.decoded;
+        snprintf(err, err_len, "connection closed by broker: %u %.*s", m->reply_code,
+                 (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+    } else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+               r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = r.reply.decoded;
+        snprintf(err, err_len, "channel closed by broker: %u %.*s", m->reply_code,
+                 (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+    } else {
+        snprintf(err, err_len, "no answer from the broker");
+    }
+    return -1;
+}
+
+static void free_dead(struct dead *ds, int n)
+{
+    for (int i = 0; i < n; i++) {
+        amqp_destroy_message(&ds[i].msg);
+        free(ds[i].body_id);
+    }
+}
+
+/* Takes as many messages as the queue held when the browse began (at most
+ * max; so copies it puts back at the tail are not read twice), without
+ * acking them: they go back when the channel closes. On a quorum queue a
+ * message read with a delivery count of DLQ_REFRESH_AT or more is put back
+ * first as a fresh copy (unless it matches `spare`, about to be replayed and
+ * removed). Returns the count, or -1 with err set. */
+static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
+                  int refresh, const char *spare, int spare_all, int *held, char *err,
+                  size_t err_len)
+{
+    const char *queue = k->dead_letter_queue;
+    amqp_queue_declare_ok_t *q = amqp_queue_declare(a->conn, SC_AMQP_CHANNEL,
+                                                    amqp_cstring_bytes(queue), 1, 0, 0, 0,
+                                                    amqp_empty_table);
+    if (!q) {
+        snprintf(err, err_len, "dead-letter queue %s cannot be read (does it exist? the consumer "
+                 "declares it at start)", queue);
+        return -1;
+    }
+    *held = q->message_count > (uint32_t)max ? max : (int)q->message_count;
     int n = 0;
-    while (n < DLQ_MAX) {
+    for (int i = 0; i < *held; i++) {
         amqp_rpc_reply_t r = amqp_basic_get(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue), 0);
         if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-            snprintf(err, len, "basic.get on %s failed (does the queue exist?)", queue);
-            return -1;
+            snprintf(err, err_len, "basic.get on %s failed", queue);
+            goto failed;
         }
         if (r.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
-            break;
-        out[n].tag = ((amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
-        r = amqp_read_message(a->conn, SC_AMQP_CHANNEL, &out[n].msg, 0);
+            break; /* another command holds the rest */
+        struct dead *d = &out[n];
+        d->tag = ((amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
+        r = amqp_read_message(a->conn, SC_AMQP_CHANNEL, &d->msg, 0);
         if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-            snprintf(err, len, "reading a message of %s failed", queue);
-            return -1;
+            snprintf(err, err_len, "reading a message of %s failed", queue);
+            goto failed;
         }
-        event_id_of(&out[n].msg, out[n].event_id, sizeof out[n].event_id);
         n++;
+        identify(d);
+        if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare)))
+            continue;
+        enum sc_publish_result res;
+        int c = publish_copy(a, d, queue, 0, &res, err, err_len);
+        if (c < 0)
+            goto failed;
+        if (c == 1 && sc_amqp_ack(a, d->tag, 0) == 0)
+            d->tag = 0;
+        /* Not confirmed: it stays as it is, one delivery more. */
     }
     return n;
+failed:
+    free_dead(out, n);
+    return -1;
+}
+
+/* Gives back what this command still holds by closing its channel, and
+ * waits (up to 3 s) until the queue shows that many again: a quorum queue
+ * takes the returns back asynchronously, and a `dlq` command run right
+ * after this one would otherwise find the queue empty. */
+static void give_back(struct sc_amqp *a, const struct sc_consumer_config *k, const struct dead *ds,
+                      int n)
+{
+    uint32_t held = 0;
+    for (int i = 0; i < n; i++)
+        held += ds[i].tag != 0;
+    if (!held || !a->conn)
+        return;
+    amqp_rpc_reply_t r = amqp_channel_close(a->conn, SC_AMQP_CHANNEL, AMQP_REPLY_SUCCESS);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL)
+        return;
+    amqp_channel_open(a->conn, SC_AMQP_CHANNEL);
+    if (amqp_get_rpc_reply(a->conn).reply_type != AMQP_RESPONSE_NORMAL)
+        return;
+    int64_t until = sc_now_ms() + 3000;
+    for (;;) {
+        amqp_queue_declare_ok_t *q = amqp_queue_declare(a->conn, SC_AMQP_CHANNEL,
+                                                        amqp_cstring_bytes(k->dead_letter_queue),
+                                                        1, 0, 0, 0, amqp_empty_table);
+        if (!q || q->message_count >= held || sc_now_ms() >= until)
+            return;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void print_message(const struct dead *d)
@@ -85,6 +304,62 @@ static void print_message(const struct dead *d)
         }
     }
     printf("  body: %.*s\n", (int)d->msg.body.len, (const char *)d->msg.body.bytes);
+}
+
+/* Replays each message of ds matching want to k's own queue. Returns the
+ * exit status. */
+static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *ds, int n,
+                  const char *want)
+{
+    int rc = 0, matched = 0, replayed = 0, unsure = 0, lost = 0;
+    char err[512];
+    for (int i = 0; i < n; i++) {
+        struct dead *d = &ds[i];
+        if (!matches(d, want))
+            continue;
+        matched++;
+        if (lost) {
+            fprintf(stderr, "sidecar dlq: %s not replayed (the connection to the broker is gone): "
+                    "it stays in %s\n", d->event_id, k->dead_letter_queue);
+            rc = 1;
+            continue;
+        }
+        /* To the dead-lettering consumer's own queue through the default
+         * exchange, as its retries go: the original exchange would hand a
+         * copy to every queue bound to it, and a consumer whose
+         * consumed_event rows were purged would apply it again. */
+        enum sc_publish_result res;
+        int c = publish_copy(a, d, k->queue, 1, &res, err, sizeof err);
+        if (c != 1) {
+            fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n", d->event_id,
+                    sc_publish_result_name(res), err[0] ? ": " : "", err, k->dead_letter_queue);
+            lost = c < 0;
+            rc = 1;
+            continue;
+        }
+        SC_FAULT("dlq.replay_confirmed");
+        if (ack_confirmed(a, d->tag, err, sizeof err) == 0) {
+            d->tag = 0;
+            replayed++;
+            printf("replayed %s to queue '%s'\n", d->event_id, k->queue);
+            continue;
+        }
+        /* The copy is in the queue; whether the broker took the ack of the
+         * DLQ copy is unknown. A second copy is harmless: the consumer
+         * takes it for a duplicate. */
+        printf("replayed %s to queue '%s', but its DLQ copy may remain (%s): replaying it again "
+               "is harmless, the consumer takes a second copy for a duplicate\n",
+               d->event_id, k->queue, err);
+        replayed++;
+        unsure++;
+        lost = 1;
+        rc = 1;
+    }
+    printf("replayed %d of %d matching message(s)", replayed, matched);
+    if (unsure)
+        printf(" (%d of them may also remain in %s)", unsure, k->dead_letter_queue);
+    printf("; %d left in %s\n", n - replayed + unsure, k->dead_letter_queue);
+    return matched ? rc : 1;
 }
 
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
@@ -106,12 +381,12 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         }
     }
     int list = strcmp(verb, "list") == 0, show = strcmp(verb, "show") == 0,
-        replay = strcmp(verb, "replay") == 0;
-    if (!list && !show && !replay) {
+        replaying = strcmp(verb, "replay") == 0;
+    if (!list && !show && !replaying) {
         fprintf(stderr, "sidecar dlq: expected list, show or replay, got '%s'\n", verb);
         return 2;
     }
-    if ((show || replay) && !id && !all) {
+    if ((show || replaying) && !id && !all) {
         fprintf(stderr, "sidecar dlq %s: say which: --id EVENT_ID or --all\n", verb);
         return 2;
     }
@@ -120,23 +395,35 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar dlq: no consumer named '%s' in the config\n", name);
         return 2;
     }
-    struct sc_amqp a, pub;
+    /* A UUID in the canonical form the logs show, whatever spelling was
+     * typed; any other id as typed. */
+    char canon[37];
+    const char *filter = all || !id ? NULL
+                         : sc_uuid_canonical(id, strlen(id), canon) == 0 ? canon : id;
+
+    struct sc_amqp a;
     char err[512];
     if (sc_amqp_connect(&a, cfg, "sidecar dlq", err, sizeof err)) {
         fprintf(stderr, "sidecar dlq: %s\n", err);
         return 1;
     }
     struct dead *ds = calloc(DLQ_MAX, sizeof *ds);
-    int n = ds ? browse(&a, k->dead_letter_queue, ds, err, sizeof err) : -1;
+    int held = 0, n = -1;
+    if (!ds)
+        snprintf(err, sizeof err, "out of memory");
+    else if (sc_amqp_confirm_select(&a, err, sizeof err) == 0)
+        n = browse(&a, k, ds, DLQ_MAX, strcmp(k->queue_type, "quorum") == 0,
+                   replaying ? filter : NULL, replaying && !filter, &held, err, sizeof err);
     if (n < 0) {
-        fprintf(stderr, "sidecar dlq: %s\n", ds ? err : "out of memory");
+        fprintf(stderr, "sidecar dlq: %s\n", err);
         sc_amqp_close(&a);
         free(ds);
         return 1;
     }
-    int rc = 0, matched = 0, replayed = 0;
+    SC_FAULT("dlq.browsed");
+    int rc = 0, matched = 0;
     if (list) {
-        printf("%d message(s) in %s%s\n", n, k->dead_letter_queue, n == DLQ_MAX ? " (first 10000)" : "");
+        printf("%d message(s) in %s%s\n", n, k->dead_letter_queue, held == DLQ_MAX ? " (first 10000)" : "");
         for (int i = 0; i < n; i++) {
             char reason[600], attempts[32], at[64];
             header_text(&ds[i].msg.properties, SC_H_REASON, reason, sizeof reason);
@@ -146,63 +433,17 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         }
     } else if (show) {
         for (int i = 0; i < n; i++)
-            if (all || strcmp(ds[i].event_id, id) == 0) {
+            if (matches(&ds[i], filter)) {
                 print_message(&ds[i]);
                 matched++;
             }
         rc = matched ? 0 : 1;
-    } else if (sc_amqp_connect(&pub, cfg, "sidecar dlq replay", err, sizeof err) ||
-               sc_amqp_confirm_select(&pub, err, sizeof err)) {
-        fprintf(stderr, "sidecar dlq: %s\n", err);
-        rc = 1;
     } else {
-        for (int i = 0; i < n; i++) {
-            struct dead *d = &ds[i];
-            if (!all && strcmp(d->event_id, id) != 0)
-                continue;
-            matched++;
-            /* To the dead-lettering consumer's own queue through the
-             * default exchange, as its retries go: the original exchange
-             * would hand a copy to every queue bound to it, and a consumer
-             * whose consumed_event rows were purged would apply it again. */
-            const amqp_basic_properties_t *p = &d->msg.properties;
-            /* Back as it first came: without the sidecar's headers, so it
-             * starts again at attempt 1. */
-            amqp_basic_properties_t np = *p;
-            amqp_table_entry_t keep[64];
-            int nk = 0;
-            if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
-                for (int j = 0; j < p->headers.num_entries && nk < 64; j++)
-                    if (!(p->headers.entries[j].key.len > 10 &&
-                          memcmp(p->headers.entries[j].key.bytes, SC_H_PREFIX, strlen(SC_H_PREFIX)) == 0) &&
-                        !(p->headers.entries[j].key.len == 7 &&
-                          memcmp(p->headers.entries[j].key.bytes, "x-death", 7) == 0))
-                        keep[nk++] = p->headers.entries[j];
-            np.headers.num_entries = nk;
-            np.headers.entries = keep;
-            sc_amqp_props_clear_ttl(&np); /* only the operator may let it expire */
-            struct sc_publish m = {.exchange = "", .routing_key = k->queue, .props = &np,
-                                   .body = d->msg.body, .mandatory = 1};
-            if (sc_amqp_publish_confirmed(&pub, &m, 1, 10000, err, sizeof err) == 1 &&
-                sc_amqp_ack(&a, d->tag, 0) == 0) {
-                replayed++;
-                printf("replayed %s to queue '%s'\n", d->event_id, k->queue);
-            } else {
-                fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n",
-                        d->event_id, sc_publish_result_name(m.result), err[0] ? ": " : "", err,
-                        k->dead_letter_queue);
-                rc = 1;
-            }
-        }
-        sc_amqp_close(&pub);
-        printf("replayed %d of %d matching message(s); %d left in %s\n", replayed, matched,
-               n - replayed, k->dead_letter_queue);
-        if (!matched)
-            rc = 1;
+        rc = replay(&a, k, ds, n, filter);
     }
-    for (int i = 0; i < n; i++)
-        amqp_destroy_message(&ds[i].msg);
+    give_back(&a, k, ds, n);
+    free_dead(ds, n);
     free(ds);
-    sc_amqp_close(&a); /* what was not acked goes back to the queue */
+    sc_amqp_close(&a);
     return rc;
 }

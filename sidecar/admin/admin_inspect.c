@@ -11,8 +11,9 @@
 #include "envelope/event.h"
 
 /* Runs a formatted query (the id in it is a validated canonical UUID);
- * returns the result or NULL. */
-__attribute__((format(printf, 2, 3))) static MYSQL_RES *select_by_id(struct sc_db *db,
+ * returns the result, or NULL with e filled. */
+__attribute__((format(printf, 3, 4))) static MYSQL_RES *select_by_id(struct sc_db *db,
+                                                                      struct sc_db_err *e,
                                                                       const char *fmt, ...)
 {
     char sql[1024];
@@ -20,8 +21,55 @@ __attribute__((format(printf, 2, 3))) static MYSQL_RES *select_by_id(struct sc_d
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    struct sc_db_err e = {0};
-    return sc_db_select(db, sql, &e);
+    return sc_db_select(db, sql, e);
+}
+
+/* MariaDB and MySQL: the table does not exist. */
+#define ER_NO_SUCH_TABLE 1146
+
+/* What could not be read: one entry per failed query, named by its table.
+ * The report shows it in place of the section, never as "no row". */
+struct unread {
+    json_t *errors;   /* [{table, code, sqlstate, message}] */
+    int gone;         /* the connection is lost: the rest is not even tried */
+};
+
+static void record_error(struct unread *u, const char *table, const struct sc_db_err *e)
+{
+    json_array_append_new(u->errors, json_pack("{s:s, s:I, s:s, s:s}", "table", table,
+                                               "code", (json_int_t)e->code, "sqlstate", e->sqlstate,
+                                               "message", e->msg));
+    if (e->cls == SC_DBERR_CONNECTION)
+        u->gone = 1;
+}
+
+/* The error recorded for table, or NULL. */
+static json_t *error_for(const struct unread *u, const char *table)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(u->errors, i, x)
+        if (strcmp(json_string_value(json_object_get(x, "table")), table) == 0)
+            return x;
+    return NULL;
+}
+
+/* Prints "<label> <table> not read: mysql error N (SQLSTATE): message" when
+ * table could not be read (or was not tried after a lost connection) and
+ * returns 1; else returns 0. */
+static int print_unread(const struct unread *u, const char *label, const char *table)
+{
+    json_t *x = error_for(u, table);
+    if (x)
+        printf("  %s %s not read: mysql error %lld (%s): %s\n", label, table,
+               (long long)json_integer_value(json_object_get(x, "code")),
+               json_string_value(json_object_get(x, "sqlstate")),
+               json_string_value(json_object_get(x, "message")));
+    else if (u->gone)
+        printf("  %s %s not read: the connection was lost before\n", label, table);
+    else
+        return 0;
+    return 1;
 }
 
 static json_t *str_or_null(const char *s)
@@ -55,13 +103,16 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
         return 1;
     }
     json_t *out = json_pack("{s:s}", "event_id", id);
+    struct unread u = {.errors = json_array()};
     int known = 0;
 
-    MYSQL_RES *r = select_by_id(&db,
+    MYSQL_RES *r = select_by_id(&db, &e,
         "SELECT status, lease_owner, DATE_FORMAT(lease_until, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
         "DATE_FORMAT(published_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), event_type, event_version, "
         "aggregate_type, aggregate_id, DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
         "publish_attempts FROM outbox_event WHERE event_id = '%s'", id);
+    if (!r)
+        record_error(&u, "outbox_event", &e);
     MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
     if (row) {
         known = 1;
@@ -77,24 +128,30 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     if (r)
         mysql_free_result(r);
 
-    json_t *consumed = json_array();
-    r = select_by_id(&db,
-        "SELECT consumer_name, DATE_FORMAT(consumed_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
-        "FROM consumed_event WHERE event_id = '%s' ORDER BY consumed_at", id);
-    while (r && (row = mysql_fetch_row(r))) {
-        known = 1;
-        json_array_append_new(consumed, json_pack("{s:s?, s:s?}", "consumer", row[0], "consumed_at", row[1]));
-    }
-    if (r)
+    json_t *consumed = NULL;
+    if (!u.gone && (r = select_by_id(&db, &e,
+            "SELECT consumer_name, DATE_FORMAT(consumed_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
+            "FROM consumed_event WHERE event_id = '%s' ORDER BY consumed_at", id))) {
+        consumed = json_array();
+        while ((row = mysql_fetch_row(r))) {
+            known = 1;
+            json_array_append_new(consumed, json_pack("{s:s?, s:s?}", "consumer", row[0],
+                                                      "consumed_at", row[1]));
+        }
         mysql_free_result(r);
-    json_object_set_new(out, "consumed", consumed);
+    } else if (!u.gone) {
+        record_error(&u, "consumed_event", &e);
+    }
+    json_object_set_new(out, "consumed", consumed ? consumed : json_null());
 
     /* The sample handler's effect, where its table exists. */
-    r = select_by_id(&db,
+    row = NULL;
+    r = u.gone ? NULL : select_by_id(&db, &e,
         "SELECT order_id, source_version, status, DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
         "FROM notification_job WHERE event_id = '%s'", id);
-    row = r ? mysql_fetch_row(r) : NULL;
-    if (row) {
+    if (!r && !u.gone && e.code != ER_NO_SUCH_TABLE)
+        record_error(&u, "notification_job", &e);
+    if (r && (row = mysql_fetch_row(r))) {
         known = 1;
         json_object_set_new(out, "notification_job", json_pack("{s:I, s:I, s:s?, s:s?}",
             "order_id", (json_int_t)atoll(row[0]), "source_version", (json_int_t)atoll(row[1]),
@@ -104,10 +161,14 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     }
     if (r)
         mysql_free_result(r);
-    sc_db_rollback(&db, &e);
+    if (!u.gone)
+        sc_db_rollback(&db, &e);
     sc_db_close(&db);
 
+    size_t n_errors = json_array_size(u.errors);
     json_object_set_new(out, "known", json_boolean(known));
+    if (n_errors)
+        json_object_set(out, "errors", u.errors);
     if (as_json) {
         char *text = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n", text);
@@ -115,7 +176,9 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     } else {
         printf("event %s\n", id);
         json_t *o = json_object_get(out, "outbox");
-        if (json_is_object(o))
+        if (print_unread(&u, "outbox:  ", "outbox_event"))
+            ;
+        else if (json_is_object(o))
             printf("  outbox:   %s (type %s v%lld, created %s, attempts %lld)%s%s%s%s%s\n",
                    json_string_value(json_object_get(o, "status")),
                    json_string_value(json_object_get(o, "event_type")),
@@ -131,13 +194,17 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
             printf("  outbox:   no row (not produced here, or purged)\n");
         size_t i;
         json_t *c;
-        if (json_array_size(consumed) == 0)
-            printf("  consumed: by no consumer\n");
-        json_array_foreach(consumed, i, c)
-            printf("  consumed: by %s at %s\n", json_string_value(json_object_get(c, "consumer")),
-                   json_string_value(json_object_get(c, "consumed_at")));
+        if (!print_unread(&u, "consumed:", "consumed_event")) {
+            if (json_array_size(consumed) == 0)
+                printf("  consumed: by no consumer\n");
+            json_array_foreach(consumed, i, c)
+                printf("  consumed: by %s at %s\n", json_string_value(json_object_get(c, "consumer")),
+                       json_string_value(json_object_get(c, "consumed_at")));
+        }
         json_t *j = json_object_get(out, "notification_job");
-        if (json_is_object(j))
+        if (print_unread(&u, "effect:  ", "notification_job"))
+            ;
+        else if (json_is_object(j))
             printf("  effect:   notification_job order %lld v%lld %s at %s\n",
                    (long long)json_integer_value(json_object_get(j, "order_id")),
                    (long long)json_integer_value(json_object_get(j, "source_version")),
@@ -145,9 +212,16 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
                    json_string_value(json_object_get(j, "created_at")));
         else
             printf("  effect:   no notification_job row\n");
-        if (!known)
+        if (!known && !n_errors)
             printf("  nothing is known of this event id\n");
     }
+    fflush(stdout);
+    if (n_errors)
+        fprintf(stderr, "sidecar inspect: %zu quer%s failed (%s%s): the report above is incomplete\n",
+                n_errors, n_errors == 1 ? "y" : "ies",
+                json_string_value(json_object_get(json_array_get(u.errors, 0), "table")),
+                u.gone ? "; the connection was lost" : "");
+    json_decref(u.errors);
     json_decref(out);
-    return known ? 0 : 1;
+    return known && !n_errors ? 0 : 1;
 }

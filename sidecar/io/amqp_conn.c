@@ -241,6 +241,71 @@ int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err,
     return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
 }
 
+/* After the broker closed channel 1 over a refused declare: answers the
+ * close and opens the channel again. Returns 0, or -1 with err set. */
+static int reopen_channel(struct sc_amqp *a, char *err, size_t err_len)
+{
+    amqp_channel_close_ok_t ok;
+    if (amqp_send_method(a->conn, SC_AMQP_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) != AMQP_STATUS_OK)
+        return fail(err, err_len, "amqp channel.close-ok", "cannot send it");
+    amqp_channel_open(a->conn, SC_AMQP_CHANNEL);
+    return reply_error(amqp_get_rpc_reply(a->conn), "amqp channel.open", err, err_len);
+}
+
+/* The largest x-delivery-limit (a signed 32-bit field). Only `sidecar dlq`
+ * takes from a dead-letter queue, and each browse gives back what it read,
+ * which a quorum queue counts as a delivery: RabbitMQ 4 drops a message at
+ * the limit, 20 when none is declared. -1, RabbitMQ 4's "no limit", is no
+ * answer: RabbitMQ 3.x reads it as a limit below zero and drops every
+ * message the first time it is given back (measured on 3.10). */
+#define SC_DLQ_DELIVERY_LIMIT 2147483647
+
+/* The dead-letter queue; a quorum one with SC_DLQ_DELIVERY_LIMIT. One that
+ * exists with another limit, or none (declared by an earlier version), keeps
+ * it, since the broker refuses to change a queue's arguments: it is taken as
+ * it is, with a warning (`sidecar dlq` refreshes dead letters before their
+ * count nears a limit of 20, and a policy can lift the limit). */
+static int declare_dead_letter_queue(struct sc_amqp *a, const struct sc_consumer_config *k,
+                                     char *err, size_t err_len)
+{
+    const char *q = k->dead_letter_queue;
+    if (strcmp(k->queue_type, "quorum") != 0)
+        return declare_queue(a, q, k->queue_type, NULL, 0, err, err_len);
+    amqp_table_entry_t limit;
+    limit.key = amqp_cstring_bytes("x-delivery-limit");
+    limit.value.kind = AMQP_FIELD_KIND_I32;
+    limit.value.value.i32 = SC_DLQ_DELIVERY_LIMIT;
+    if (declare_queue(a, q, k->queue_type, &limit, 1, err, err_len) == 0)
+        return 0;
+    if (!strstr(err, "inequivalent arg 'x-delivery-limit'"))
+        return -1;
+    char first[512];
+    snprintf(first, sizeof first, "%s", err);
+    /* Without the limit: the rest of the arguments are still checked. */
+    if (reopen_channel(a, err, err_len))
+        return -1;
+    if (declare_queue(a, q, k->queue_type, NULL, 0, err, err_len)) {
+        if (!strstr(err, "inequivalent arg 'x-delivery-limit'"))
+            return -1;
+        /* It has a limit of its own: take the queue as it is. */
+        if (reopen_channel(a, err, err_len))
+            return -1;
+        amqp_queue_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(q), 1, 0, 0, 0,
+                           amqp_empty_table);
+        char what[300];
+        snprintf(what, sizeof what, "declare queue %.270s (passive)", q);
+        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+            return -1;
+    }
+    const char *why = strstr(first, "inequivalent arg");
+    sc_warn("amqp: dead-letter queue %s keeps the x-delivery-limit it was declared with (%s): "
+            "each `sidecar dlq` browse counts as a delivery there, and RabbitMQ 4 drops a message "
+            "at its limit (20 when none was declared); `sidecar dlq` gives a dead letter a fresh "
+            "count before it nears 20, and a policy with delivery-limit -1 (RabbitMQ 4) lifts it",
+            q, why ? why : first);
+    return 0;
+}
+
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len)
 {
@@ -249,7 +314,7 @@ int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config 
         if (sc_amqp_declare_exchange(a, k->bindings[i].exchange, err, err_len))
             return -1;
     if (declare_queue(a, k->queue, k->queue_type, NULL, 0, err, err_len) ||
-        declare_queue(a, k->dead_letter_queue, k->queue_type, NULL, 0, err, err_len))
+        declare_dead_letter_queue(a, k, err, err_len))
         return -1;
     for (size_t i = 0; i < k->n_retry_delays; i++) {
         /* A delay queue holds a message for its TTL, then dead-letters it
