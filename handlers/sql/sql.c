@@ -235,19 +235,36 @@ static int execute(struct sql_state *st, MYSQL *conn, MYSQL_STMT *ps, const stru
         fail_from_stmt(ps, f);
         return -1;
     }
-    /* A statement that returns rows (a SELECT, a CALL): read and drop them
-     * so the connection is free for the next one. */
-    if (mysql_stmt_field_count(ps) > 0) {
-        int rc = mysql_stmt_store_result(ps);
-        mysql_stmt_free_result(ps);
-        if (rc) {
-            fail_from_stmt(ps, f);
+    /* Every result is read and dropped: a SELECT has one, a CALL one per
+     * result set of the procedure and then its status. One left unread
+     * makes the connection's next statement fail with 2014 (commands out
+     * of sync), the sidecar's own included. */
+    unsigned long long affected = 0;
+    for (;;) {
+        if (mysql_stmt_field_count(ps) > 0) {
+            int rc = mysql_stmt_store_result(ps);
+            mysql_stmt_free_result(ps);
+            if (rc) {
+                fail_from_stmt(ps, f);
+                return -1;
+            }
+        } else {
+            affected = (unsigned long long)mysql_stmt_affected_rows(ps);
+        }
+        int more = mysql_stmt_next_result(ps);
+        if (more == -1)
+            break;
+        if (more > 0) {
+            /* an error raised by the procedure after its first result */
+            if (mysql_stmt_errno(ps))
+                fail_from_stmt(ps, f);
+            else
+                fail_from_conn(conn, f);
             return -1;
         }
     }
     if (st->trace)
-        st->trace(st->trace_ctx, conn, s->key, (unsigned long long)mysql_stmt_affected_rows(ps),
-                  mysql_warning_count(conn));
+        st->trace(st->trace_ctx, conn, s->key, affected, mysql_warning_count(conn));
     return 0;
 }
 
