@@ -80,28 +80,29 @@ static sc_handler_status status_of(const struct db_failure *f)
 }
 
 /* Prepares statement s on conn and checks its placeholder count. Returns
- * the statement, or NULL with f filled. */
-static MYSQL_STMT *prepare_one(MYSQL *conn, const struct sc_sql_stmt *s, struct db_failure *f)
+ * 0, or -1 with f filled. *out is the statement handle whenever one was
+ * made, failed or not: the caller closes it (closing clears the
+ * connection's error, so not before whoever reads it has). */
+static int prepare_one(MYSQL *conn, const struct sc_sql_stmt *s, MYSQL_STMT **out,
+                       struct db_failure *f)
 {
-    MYSQL_STMT *ps = mysql_stmt_init(conn);
+    MYSQL_STMT *ps = *out = mysql_stmt_init(conn);
     if (!ps) {
         fail_from_conn(conn, f);
-        return NULL;
+        return -1;
     }
     if (mysql_stmt_prepare(ps, s->sql, (unsigned long)strlen(s->sql))) {
         fail_from_stmt(ps, f);
-        mysql_stmt_close(ps);
-        return NULL;
+        return -1;
     }
     if (mysql_stmt_param_count(ps) != s->n_params) {
         f->code = 0;
         snprintf(f->sqlstate, sizeof f->sqlstate, "HY000");
         snprintf(f->msg, sizeof f->msg, "the server counts %lu placeholders, params has %zu",
                  mysql_stmt_param_count(ps), s->n_params);
-        mysql_stmt_close(ps);
-        return NULL;
+        return -1;
     }
-    return ps;
+    return 0;
 }
 
 static void describe(char *out, size_t len, const char *key, const char *what,
@@ -149,11 +150,10 @@ static struct conn_stmts *stmts_for(struct sql_state *st, MYSQL *conn, sc_handle
     drop_stmts(st, c);
     for (size_t i = 0; i < st->cfg.n_all; i++) {
         struct db_failure f;
-        if (!(c->stmts[i] = prepare_one(conn, st->cfg.all[i], &f))) {
+        if (prepare_one(conn, st->cfg.all[i], &c->stmts[i], &f)) {
             describe(reason, reason_len, st->cfg.all[i]->key, "does not prepare", &f);
             *status = f.code ? status_of(&f) : SC_HANDLER_REJECT;
-            drop_stmts(st, c);
-            return NULL;
+            return NULL; /* c->ready is 0: dropped and prepared again next time */
         }
     }
     c->conn = conn;
@@ -311,8 +311,13 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         if (execute(st, conn, c->stmts[s->index], s, vals, &f)) {
             describe(reason, reason_len, s->key, "failed", &f);
             status = status_of(&f);
+            /* Prepared again on the next call, not closed now: closing a
+             * statement clears the connection's error (MariaDB
+             * Connector/C), and the sidecar reads it after handle() returns
+             * to tell a deadlock (the whole transaction rolled back) from a
+             * lock wait or a lost connection. */
             if (status == SC_HANDLER_RETRY)
-                drop_stmts(st, c); /* prepared again on the next call */
+                c->ready = 0;
         }
         for (size_t j = 0; j < s->n_params; j++)
             sc_sql_value_free(&vals[j]);
@@ -415,12 +420,14 @@ EXPORT int sc_handler_check_v1(void *state, struct st_mysql *conn, char *err, si
     struct sql_state *st = state;
     for (size_t i = 0; i < st->cfg.n_all; i++) {
         struct db_failure f;
-        MYSQL_STMT *ps = prepare_one(conn, st->cfg.all[i], &f);
-        if (!ps) {
+        MYSQL_STMT *ps = NULL;
+        int rc = prepare_one(conn, st->cfg.all[i], &ps, &f);
+        if (ps)
+            mysql_stmt_close(ps);
+        if (rc) {
             describe(err, err_len, st->cfg.all[i]->key, "does not prepare", &f);
             return -1;
         }
-        mysql_stmt_close(ps);
     }
     return 0;
 }
