@@ -164,12 +164,12 @@ static struct conn_stmts *stmts_for(struct sql_state *st, MYSQL *conn, sc_handle
 
 /* The values of statement s for ev. Returns 0, or -1 with the reason
  * naming the parameter (values then hold nothing to free). */
-static int values_for(const struct sc_sql_stmt *s, const struct sc_event *ev, void *data,
+static int values_for(const struct sc_sql_stmt *s, const struct sc_event *ev,
                       struct sc_sql_value *vals, char *reason, size_t reason_len)
 {
     for (size_t i = 0; i < s->n_params; i++) {
         char why[400];
-        if (sc_sql_param_value(&s->params[i], ev, data, &vals[i], why, sizeof why)) {
+        if (sc_sql_param_value(&s->params[i], ev, &vals[i], why, sizeof why)) {
             snprintf(reason, reason_len, "%s.params[%zu]: %s", s->key, i, why);
             for (size_t j = 0; j < i; j++)
                 sc_sql_value_free(&vals[j]);
@@ -294,17 +294,11 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         return other_event(st, ev, reason, reason_len);
     if (r->n_stmts == 0)
         return SC_HANDLER_OK;
-    char why[400] = "";
-    void *data = sc_sql_data_parse(ev, why, sizeof why);
-    if (!data && why[0]) {
-        snprintf(reason, reason_len, "%s", why);
-        return SC_HANDLER_REJECT;
-    }
     for (size_t i = 0; i < r->n_stmts && status == SC_HANDLER_OK; i++) {
         const struct sc_sql_stmt *s = &r->stmts[i];
         struct sc_sql_value vals[SC_SQL_MAX_PARAMS];
         struct db_failure f;
-        if (values_for(s, ev, data, vals, reason, reason_len)) {
+        if (values_for(s, ev, vals, reason, reason_len)) {
             status = SC_HANDLER_REJECT;
             break;
         }
@@ -322,7 +316,6 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         for (size_t j = 0; j < s->n_params; j++)
             sc_sql_value_free(&vals[j]);
     }
-    sc_sql_data_free(data);
     return status;
 }
 
@@ -331,20 +324,13 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
 static int validate(const struct sc_sql_route *r, const struct sc_event *ev, char *reason,
                     size_t reason_len)
 {
-    char why[400] = "";
-    void *data = sc_sql_data_parse(ev, why, sizeof why);
-    if (!data && why[0]) {
-        snprintf(reason, reason_len, "%s", why);
-        return -1;
-    }
     int rc = 0;
     for (size_t i = 0; i < r->n_stmts && rc == 0; i++) {
         struct sc_sql_value vals[SC_SQL_MAX_PARAMS];
-        rc = values_for(&r->stmts[i], ev, data, vals, reason, reason_len);
+        rc = values_for(&r->stmts[i], ev, vals, reason, reason_len);
         for (size_t j = 0; rc == 0 && j < r->stmts[i].n_params; j++)
             sc_sql_value_free(&vals[j]);
     }
-    sc_sql_data_free(data);
     return rc;
 }
 

@@ -91,4 +91,45 @@ rc, out = run_sidecar_cmd(["try", "--consumer", sc.name, *files], sc.config)
 ok(rc == 0 and "3 applied" in out, f"try: three CALL events in a row all apply (rc {rc})", detail=out)
 ok("out of sync" not in out, "try: no 'Commands out of sync'", detail=out)
 
+# ---- 2. data read only where the parameters point, exactly ----------------
+
+with admin_db() as c, c.cursor() as cur:
+    cur.execute("DROP TABLE IF EXISTS exact_vals")
+    cur.execute("CREATE TABLE exact_vals (event_id CHAR(36) PRIMARY KEY, order_id BIGINT NOT NULL, "
+                "price DECIMAL(10,2) NOT NULL, big DECIMAL(40,0) NULL, big_text VARCHAR(100) NULL, "
+                "ratio_text VARCHAR(40) NULL) ENGINE=InnoDB")
+    cur.execute("GRANT SELECT, INSERT ON app.exact_vals TO 'sidecar_consumer'@'%'")
+
+EXACT_CONFIG = {"events": {"PRICED": [
+    {"sql": "INSERT INTO exact_vals (event_id, order_id, price) VALUES (?, ?, ?)",
+     "params": ["id", "data/orderId:int", "data/price:decimal"]}],
+    "BIG": [
+    {"sql": "INSERT INTO exact_vals (event_id, order_id, price, big, big_text, ratio_text) VALUES (?, ?, ?, ?, ?, ?)",
+     "params": ["id", "data/orderId:int", "data/price:decimal", "data/big:decimal", "data/big:string",
+                "data/ratio:string"]}]}}
+BIG = "123456789012345678901234567890"
+unused = ('"unused": {"huge": %s, "real": 1e400, "list": [18446744073709551616, -99999999999999999999]}'
+          % ("9" * 100))
+priced = [(str(uuid.uuid4()), "PRICED", None) for _ in range(3)]
+priced = [(eid, t, body(eid, t, '{"orderId": %d, "price": 19.90, %s}' % (100 + i, unused)))
+          for i, (eid, t, _) in enumerate(priced)]
+big_id = str(uuid.uuid4())
+big = (big_id, "BIG", body(big_id, "BIG", '{"orderId": 200, "price": 0.5, "big": %s, "ratio": 1.10, %s}'
+                           % (BIG, unused)))
+ex = Sidecar(handler=SQL_HANDLER, consumer_extra={"handler_config": EXACT_CONFIG, "batch_max": 4})
+ok(ex.start(), "exact: sidecar started")
+publish_bodies(ex.exchange, priced + [big])
+all_ids = [e[0] for e in priced] + [big_id]
+wait_until(lambda: count_in("consumed_event", "event_id", all_ids, f"AND consumer_name = '{ex.name}'")
+           == len(all_ids) or queue_depth(ex.dlq) > 0, timeout=60)
+is_eq(queue_depth(ex.dlq), 0, "no event dead-lettered for numbers in a field no parameter uses")
+is_eq(count_in("exact_vals", "event_id", all_ids), len(all_ids), "every event applied")
+rows = dict((r[0], r[1:]) for r in query(
+    "SELECT event_id, order_id, CAST(price AS CHAR), CAST(big AS CHAR), big_text, ratio_text FROM exact_vals "
+    "WHERE event_id IN (" + ",".join(["%s"] * len(all_ids)) + ")", all_ids))
+is_eq(rows.get(priced[0][0]), (100, "19.90", None, None, None), "orderId and price as written")
+is_eq(rows.get(big_id), (200, "0.50", BIG, BIG, "1.10"),
+      "a 30-digit integer keeps every digit as DECIMAL and as text; 1.10 as text stays 1.10")
+is_eq(ex.stop(), 0, "exact: clean stop")
+
 done()
