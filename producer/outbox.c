@@ -130,14 +130,87 @@ static int refuse_invalid(const struct sc_outbox_event *ev, struct sc_outbox_err
     return -1;
 }
 
+#define TXN_MARK "sc_outbox_txn"
+
+static int in_transaction(MYSQL *conn)
+{
+    return (conn->server_status & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+/* After the callback: 1 when the transaction START TRANSACTION opened is
+ * still the one open (its savepoint exists), 0 when something ended it,
+ * -1 when the connection cannot say (lost: err filled). An implicit commit
+ * (DDL, COMMIT, START TRANSACTION...) and a server-side rollback both drop
+ * every savepoint. */
+static int transaction_whole(MYSQL *conn, struct sc_outbox_error *err)
+{
+    if (!in_transaction(conn))
+        return 0; /* nothing open at all: cheap, no round trip */
+    struct sc_outbox_error e;
+    if (sc_outbox_exec(conn, "RELEASE SAVEPOINT " TXN_MARK, &e) == 0)
+        return 1;
+    if (e.code == 1305) /* SAVEPOINT ... does not exist */
+        return 0;
+    *err = e;
+    return -1;
+}
+
+/* The callback broke the transaction: say so, roll back what is still
+ * open after the break (nothing of it can be trusted to be whole). */
+static enum sc_outbox_outcome split(MYSQL *conn, struct sc_outbox_error *err, const char *how)
+{
+    char was[sizeof err->message];
+    snprintf(was, sizeof was, "%s", err->code || err->message[0] ? err->message : "");
+    struct sc_outbox_error rb;
+    sc_outbox_exec(conn, "ROLLBACK", &rb);
+    err->code = 0;
+    snprintf(err->sqlstate, sizeof err->sqlstate, "%s", "");
+    snprintf(err->message, sizeof err->message,
+             "the business callback ended the transaction (an implicit commit: DDL, COMMIT, START "
+             "TRANSACTION...) %s: what it wrote before that is committed without the outbox row%s%.200s",
+             how, was[0] ? "; its error: " : "", was);
+    return SC_OUTBOX_SPLIT;
+}
+
 enum sc_outbox_outcome sc_outbox_write(MYSQL *conn, sc_outbox_business_fn business, void *arg,
                                        struct sc_outbox_event *ev, struct sc_outbox_error *err)
 {
     memset(err, 0, sizeof *err);
+    /* START TRANSACTION commits whatever the caller has open: its work
+     * would be split in two without a word. */
+    if (in_transaction(conn)) {
+        snprintf(err->message, sizeof err->message,
+                 "the connection already has a transaction open (BEGIN, or autocommit off with a "
+                 "statement run): START TRANSACTION would commit it; nothing was run");
+        return SC_OUTBOX_REFUSED;
+    }
     if (sc_outbox_exec(conn, "START TRANSACTION", err))
         return mysql_errno(conn) >= 2000 ? SC_OUTBOX_UNKNOWN : SC_OUTBOX_ROLLED_BACK;
-    if ((business && business(conn, arg, ev, err)) || refuse_invalid(ev, err) ||
-        insert_outbox(conn, ev, err)) {
+    /* Only a callback can break the transaction: without one, no marker
+     * (two round trips fewer). */
+    if (business && sc_outbox_exec(conn, "SAVEPOINT " TXN_MARK, err)) {
+        struct sc_outbox_error rb;
+        if (sc_outbox_exec(conn, "ROLLBACK", &rb))
+            return SC_OUTBOX_UNKNOWN;
+        return SC_OUTBOX_ROLLED_BACK;
+    }
+    int failed = business && business(conn, arg, ev, err);
+    int whole = !business ? 1 : transaction_whole(conn, failed ? &(struct sc_outbox_error){0} : err);
+    if (whole < 0 && !failed)
+        return SC_OUTBOX_UNKNOWN; /* the connection is gone: nothing is sure */
+    if (whole == 0) {
+        /* A deadlock (and a lock wait under innodb_rollback_on_timeout)
+         * rolls the whole transaction back: nothing written, as a failed
+         * statement. Anything else that ended it committed. */
+        if (failed && (err->code == 1213 || err->code == 1205)) {
+            struct sc_outbox_error rb;
+            if (sc_outbox_exec(conn, "ROLLBACK", &rb))
+                return SC_OUTBOX_UNKNOWN;
+            return SC_OUTBOX_ROLLED_BACK;
+        }
+        return split(conn, err, failed ? "and then failed" : "and returned success");
+    }
+    if (failed || refuse_invalid(ev, err) || insert_outbox(conn, ev, err)) {
         struct sc_outbox_error rb;
         /* ROLLED_BACK only when the rollback itself answered. */
         if (sc_outbox_exec(conn, "ROLLBACK", &rb))
@@ -156,6 +229,8 @@ const char *sc_outbox_outcome_name(enum sc_outbox_outcome o)
     case SC_OUTBOX_COMMITTED: return "committed";
     case SC_OUTBOX_ROLLED_BACK: return "rolled_back";
     case SC_OUTBOX_UNKNOWN: return "unknown";
+    case SC_OUTBOX_REFUSED: return "refused";
+    case SC_OUTBOX_SPLIT: return "split";
     }
     return "?";
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/url.h"
+
 /* The configuration is described by tables of fields (key, type, where it
  * goes, default, bounds, help). The tables are the one source of truth: one
  * walker parses and applies defaults (for absent sections too), every error
@@ -557,6 +559,12 @@ static int validate_urls(char **urls, size_t n, const char *key, const char *env
             ok |= strncmp(urls[i], *s, strlen(*s)) == 0;
         if (!ok)
             return fail(err, err_len, "%s: expected %s", k, want);
+        /* Before anything connects or logs: a URL whose password ends the
+         * authority early would put the rest of it where host and port are
+         * printed. The reason never quotes the URL. */
+        char why[256];
+        if (sc_url_check(urls[i], why, sizeof why))
+            return fail(err, err_len, "%s: %s", k, why);
         for (size_t j = 0; j < i; j++)
             if (strcmp(urls[i], urls[j]) == 0)
                 return fail(err, err_len, "%s: the same URL as %s[%zu]", k, key, j);
@@ -628,9 +636,16 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
     json_error_t je;
     memset(out, 0, sizeof *out);
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
+    if (!root) {
+        /* jansson quotes the text where it stopped ("invalid escape near
+         * '\"mysql://u:pa\\q'"): inside a URL that is a password prefix.
+         * Line and column say where, without the text. */
+        char *near = strstr(je.text, " near '");
+        if (near)
+            *near = 0;
         return fail(err, err_len, "config is not valid JSON: %s (line %d, column %d)", je.text,
                     je.line, je.column);
+    }
     int rc = -1;
     if (!json_is_object(root)) {
         fail(err, err_len, "config: expected a JSON object, got %s", json_type_name(root));

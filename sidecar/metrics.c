@@ -12,16 +12,34 @@ const int sc_seconds_n = sizeof sc_seconds_bounds / sizeof *sc_seconds_bounds;
 const double sc_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000};
 const int sc_batch_n = sizeof sc_batch_bounds / sizeof *sc_batch_bounds;
 
-#define MAX_REGISTERED 64
-static struct sc_consumer_metrics *consumers[MAX_REGISTERED];
-static atomic_int n_consumers;
+/* What the process runs, as many as the config has: the tables grow (a
+ * fixed size dropped consumers past the 64th and endpoints past the 256th
+ * from /metrics and /readyz without a word). Written at start and on
+ * connect, read per scrape: one mutex each. */
+static struct sc_consumer_metrics **consumers;
+static size_t n_consumers, cap_consumers;
 static struct sc_relay_metrics *relay;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Grows *arr (elements of size) to hold n + 1. Returns 0, or -1 when out of
+ * memory (the array is unchanged). */
+static int grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t want = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, want * size);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = want;
+    return 0;
+}
 
 /* Which node each connection is on. Slots are keyed by (thread, server,
  * name): a worker's database connection is named after the thread, whose
  * name is the first AMQP connection name it opened (known by the time
  * anyone scrapes). Written only on connect, so one mutex is enough. */
-#define MAX_ENDPOINTS 256
 struct endpoint_slot {
     pthread_t thread;
     char server[8];
@@ -29,13 +47,14 @@ struct endpoint_slot {
     char endpoint[160];
     int node;
 };
-static struct endpoint_slot endpoints[MAX_ENDPOINTS];
-static int n_endpoints;
-static struct {
+static struct endpoint_slot *endpoints;
+static size_t n_endpoints, cap_endpoints;
+struct thread_name {
     pthread_t thread;
     char name[160];
-} thread_names[MAX_ENDPOINTS];
-static int n_thread_names;
+};
+static struct thread_name *thread_names;
+static size_t n_thread_names, cap_thread_names;
 static pthread_mutex_t endpoints_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void sc_metrics_endpoint(const char *name, const char *server, int node, const char *endpoint)
@@ -43,21 +62,23 @@ void sc_metrics_endpoint(const char *name, const char *server, int node, const c
     pthread_t self = pthread_self();
     pthread_mutex_lock(&endpoints_lock);
     if (name) {
-        int t = 0;
+        size_t t = 0;
         while (t < n_thread_names && !pthread_equal(thread_names[t].thread, self))
             t++;
-        if (t == n_thread_names && t < MAX_ENDPOINTS) {
+        if (t == n_thread_names &&
+            grow((void **)&thread_names, &cap_thread_names, n_thread_names, sizeof *thread_names) == 0) {
             thread_names[t].thread = self;
             snprintf(thread_names[t].name, sizeof thread_names[t].name, "%s", name);
             n_thread_names++;
         }
     }
-    int i = 0;
+    size_t i = 0;
     while (i < n_endpoints &&
            !(pthread_equal(endpoints[i].thread, self) && strcmp(endpoints[i].server, server) == 0 &&
              strcmp(endpoints[i].name, name ? name : "") == 0))
         i++;
-    if (i < MAX_ENDPOINTS) {
+    if (i < n_endpoints ||
+        grow((void **)&endpoints, &cap_endpoints, n_endpoints, sizeof *endpoints) == 0) {
         if (i == n_endpoints)
             n_endpoints++;
         struct endpoint_slot *e = &endpoints[i];
@@ -109,16 +130,38 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
     atomic_store(&m->oldest_pending_age_ms, -1);
 }
 
-void sc_metrics_register_consumer(struct sc_consumer_metrics *m)
+int sc_metrics_register_consumer(struct sc_consumer_metrics *m)
 {
-    int i = atomic_fetch_add(&n_consumers, 1);
-    if (i < MAX_REGISTERED)
-        consumers[i] = m;
+    pthread_mutex_lock(&registry_lock);
+    int rc = grow((void **)&consumers, &cap_consumers, n_consumers, sizeof *consumers);
+    if (rc == 0)
+        consumers[n_consumers++] = m;
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
 }
 
 void sc_metrics_register_relay(struct sc_relay_metrics *m)
 {
+    pthread_mutex_lock(&registry_lock);
     relay = m;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void sc_metrics_reset(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    free(consumers);
+    consumers = NULL;
+    n_consumers = cap_consumers = 0;
+    relay = NULL;
+    pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_lock(&endpoints_lock);
+    free(endpoints);
+    free(thread_names);
+    endpoints = NULL;
+    thread_names = NULL;
+    n_endpoints = cap_endpoints = n_thread_names = cap_thread_names = 0;
+    pthread_mutex_unlock(&endpoints_lock);
 }
 
 struct out {
@@ -189,9 +232,8 @@ char *sc_metrics_render(void)
     if (!o.p)
         return NULL;
     o.p[0] = 0;
-    int n = atomic_load(&n_consumers);
-    if (n > MAX_REGISTERED)
-        n = MAX_REGISTERED;
+    pthread_mutex_lock(&registry_lock);
+    int n = (int)n_consumers;
     char e[300], lab[400];
     if (n > 0) {
         emit(&o, "# HELP sidecar_messages_total Deliveries handled, by outcome.\n"
@@ -280,18 +322,19 @@ char *sc_metrics_render(void)
                  "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));
     }
+    pthread_mutex_unlock(&registry_lock);
     pthread_mutex_lock(&endpoints_lock);
     if (n_endpoints > 0)
         emit(&o, "# HELP sidecar_endpoint Which cluster node each connection was last opened to "
                  "(node = index in the configured URL list).\n# TYPE sidecar_endpoint gauge\n");
-    for (int i = 0; i < n_endpoints; i++) {
+    for (size_t i = 0; i < n_endpoints; i++) {
         const struct endpoint_slot *ep = &endpoints[i];
         const char *worker = ep->name;
         char fallback[32], ee[200];
         if (!worker[0]) {
-            snprintf(fallback, sizeof fallback, "thread %d", i);
+            snprintf(fallback, sizeof fallback, "thread %zu", i);
             worker = fallback;
-            for (int t = 0; t < n_thread_names; t++)
+            for (size_t t = 0; t < n_thread_names; t++)
                 if (pthread_equal(thread_names[t].thread, ep->thread))
                     worker = thread_names[t].name;
         }
@@ -304,26 +347,29 @@ char *sc_metrics_render(void)
 
 int sc_metrics_ready(char *why, size_t why_len)
 {
-    int n = atomic_load(&n_consumers);
-    for (int i = 0; i < n && i < MAX_REGISTERED; i++) {
+    int ready = 1;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < n_consumers && ready; i++) {
         struct sc_consumer_metrics *m = consumers[i];
         if (atomic_load(&m->consuming) < m->workers) {
             snprintf(why, why_len, "consumer %s: %d of %d workers consuming (mysql %d, amqp %d)",
                      m->name, atomic_load(&m->consuming), m->workers,
                      atomic_load(&m->db_connected), atomic_load(&m->amqp_connected));
-            return 0;
+            ready = 0;
         }
     }
-    if (relay && (!atomic_load(&relay->db_connected) || !atomic_load(&relay->amqp_connected))) {
+    if (ready && relay && (!atomic_load(&relay->db_connected) || !atomic_load(&relay->amqp_connected))) {
         snprintf(why, why_len, "relay %s: mysql %s, amqp %s", relay->worker_id,
                  atomic_load(&relay->db_connected) ? "connected" : "down",
                  atomic_load(&relay->amqp_connected) ? "connected" : "down");
-        return 0;
+        ready = 0;
     }
-    if (n == 0 && !relay) {
+    if (ready && n_consumers == 0 && !relay) {
         snprintf(why, why_len, "nothing running");
-        return 0;
+        ready = 0;
     }
-    snprintf(why, why_len, "ready");
-    return 1;
+    pthread_mutex_unlock(&registry_lock);
+    if (ready)
+        snprintf(why, why_len, "ready");
+    return ready;
 }

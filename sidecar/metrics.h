@@ -47,9 +47,12 @@ struct sc_relay_metrics {
     atomic_int db_connected, amqp_connected;
 };
 
-/* The process registers what it runs; the HTTP server reads it. */
-void sc_metrics_register_consumer(struct sc_consumer_metrics *m);
+/* The process registers what it runs, any number of consumers; the HTTP
+ * server reads it. Registering returns 0, or -1 when out of memory. */
+int sc_metrics_register_consumer(struct sc_consumer_metrics *m);
 void sc_metrics_register_relay(struct sc_relay_metrics *m);
+/* Forgets everything registered (tests). */
+void sc_metrics_reset(void);
 void sc_consumer_metrics_init(struct sc_consumer_metrics *m, const char *name, int workers);
 void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id);
 

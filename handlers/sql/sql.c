@@ -80,28 +80,29 @@ static sc_handler_status status_of(const struct db_failure *f)
 }
 
 /* Prepares statement s on conn and checks its placeholder count. Returns
- * the statement, or NULL with f filled. */
-static MYSQL_STMT *prepare_one(MYSQL *conn, const struct sc_sql_stmt *s, struct db_failure *f)
+ * 0, or -1 with f filled. *out is the statement handle whenever one was
+ * made, failed or not: the caller closes it (closing clears the
+ * connection's error, so not before whoever reads it has). */
+static int prepare_one(MYSQL *conn, const struct sc_sql_stmt *s, MYSQL_STMT **out,
+                       struct db_failure *f)
 {
-    MYSQL_STMT *ps = mysql_stmt_init(conn);
+    MYSQL_STMT *ps = *out = mysql_stmt_init(conn);
     if (!ps) {
         fail_from_conn(conn, f);
-        return NULL;
+        return -1;
     }
     if (mysql_stmt_prepare(ps, s->sql, (unsigned long)strlen(s->sql))) {
         fail_from_stmt(ps, f);
-        mysql_stmt_close(ps);
-        return NULL;
+        return -1;
     }
     if (mysql_stmt_param_count(ps) != s->n_params) {
         f->code = 0;
         snprintf(f->sqlstate, sizeof f->sqlstate, "HY000");
         snprintf(f->msg, sizeof f->msg, "the server counts %lu placeholders, params has %zu",
                  mysql_stmt_param_count(ps), s->n_params);
-        mysql_stmt_close(ps);
-        return NULL;
+        return -1;
     }
-    return ps;
+    return 0;
 }
 
 static void describe(char *out, size_t len, const char *key, const char *what,
@@ -149,11 +150,10 @@ static struct conn_stmts *stmts_for(struct sql_state *st, MYSQL *conn, sc_handle
     drop_stmts(st, c);
     for (size_t i = 0; i < st->cfg.n_all; i++) {
         struct db_failure f;
-        if (!(c->stmts[i] = prepare_one(conn, st->cfg.all[i], &f))) {
+        if (prepare_one(conn, st->cfg.all[i], &c->stmts[i], &f)) {
             describe(reason, reason_len, st->cfg.all[i]->key, "does not prepare", &f);
             *status = f.code ? status_of(&f) : SC_HANDLER_REJECT;
-            drop_stmts(st, c);
-            return NULL;
+            return NULL; /* c->ready is 0: dropped and prepared again next time */
         }
     }
     c->conn = conn;
@@ -164,12 +164,12 @@ static struct conn_stmts *stmts_for(struct sql_state *st, MYSQL *conn, sc_handle
 
 /* The values of statement s for ev. Returns 0, or -1 with the reason
  * naming the parameter (values then hold nothing to free). */
-static int values_for(const struct sc_sql_stmt *s, const struct sc_event *ev, void *data,
+static int values_for(const struct sc_sql_stmt *s, const struct sc_event *ev,
                       struct sc_sql_value *vals, char *reason, size_t reason_len)
 {
     for (size_t i = 0; i < s->n_params; i++) {
         char why[400];
-        if (sc_sql_param_value(&s->params[i], ev, data, &vals[i], why, sizeof why)) {
+        if (sc_sql_param_value(&s->params[i], ev, &vals[i], why, sizeof why)) {
             snprintf(reason, reason_len, "%s.params[%zu]: %s", s->key, i, why);
             for (size_t j = 0; j < i; j++)
                 sc_sql_value_free(&vals[j]);
@@ -235,19 +235,36 @@ static int execute(struct sql_state *st, MYSQL *conn, MYSQL_STMT *ps, const stru
         fail_from_stmt(ps, f);
         return -1;
     }
-    /* A statement that returns rows (a SELECT, a CALL): read and drop them
-     * so the connection is free for the next one. */
-    if (mysql_stmt_field_count(ps) > 0) {
-        int rc = mysql_stmt_store_result(ps);
-        mysql_stmt_free_result(ps);
-        if (rc) {
-            fail_from_stmt(ps, f);
+    /* Every result is read and dropped: a SELECT has one, a CALL one per
+     * result set of the procedure and then its status. One left unread
+     * makes the connection's next statement fail with 2014 (commands out
+     * of sync), the sidecar's own included. */
+    unsigned long long affected = 0;
+    for (;;) {
+        if (mysql_stmt_field_count(ps) > 0) {
+            int rc = mysql_stmt_store_result(ps);
+            mysql_stmt_free_result(ps);
+            if (rc) {
+                fail_from_stmt(ps, f);
+                return -1;
+            }
+        } else {
+            affected = (unsigned long long)mysql_stmt_affected_rows(ps);
+        }
+        int more = mysql_stmt_next_result(ps);
+        if (more == -1)
+            break;
+        if (more > 0) {
+            /* an error raised by the procedure after its first result */
+            if (mysql_stmt_errno(ps))
+                fail_from_stmt(ps, f);
+            else
+                fail_from_conn(conn, f);
             return -1;
         }
     }
     if (st->trace)
-        st->trace(st->trace_ctx, conn, s->key, (unsigned long long)mysql_stmt_affected_rows(ps),
-                  mysql_warning_count(conn));
+        st->trace(st->trace_ctx, conn, s->key, affected, mysql_warning_count(conn));
     return 0;
 }
 
@@ -277,30 +294,28 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         return other_event(st, ev, reason, reason_len);
     if (r->n_stmts == 0)
         return SC_HANDLER_OK;
-    char why[400] = "";
-    void *data = sc_sql_data_parse(ev, why, sizeof why);
-    if (!data && why[0]) {
-        snprintf(reason, reason_len, "%s", why);
-        return SC_HANDLER_REJECT;
-    }
     for (size_t i = 0; i < r->n_stmts && status == SC_HANDLER_OK; i++) {
         const struct sc_sql_stmt *s = &r->stmts[i];
         struct sc_sql_value vals[SC_SQL_MAX_PARAMS];
         struct db_failure f;
-        if (values_for(s, ev, data, vals, reason, reason_len)) {
+        if (values_for(s, ev, vals, reason, reason_len)) {
             status = SC_HANDLER_REJECT;
             break;
         }
         if (execute(st, conn, c->stmts[s->index], s, vals, &f)) {
             describe(reason, reason_len, s->key, "failed", &f);
             status = status_of(&f);
+            /* Prepared again on the next call, not closed now: closing a
+             * statement clears the connection's error (MariaDB
+             * Connector/C), and the sidecar reads it after handle() returns
+             * to tell a deadlock (the whole transaction rolled back) from a
+             * lock wait or a lost connection. */
             if (status == SC_HANDLER_RETRY)
-                drop_stmts(st, c); /* prepared again on the next call */
+                c->ready = 0;
         }
         for (size_t j = 0; j < s->n_params; j++)
             sc_sql_value_free(&vals[j]);
     }
-    sc_sql_data_free(data);
     return status;
 }
 
@@ -309,20 +324,13 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
 static int validate(const struct sc_sql_route *r, const struct sc_event *ev, char *reason,
                     size_t reason_len)
 {
-    char why[400] = "";
-    void *data = sc_sql_data_parse(ev, why, sizeof why);
-    if (!data && why[0]) {
-        snprintf(reason, reason_len, "%s", why);
-        return -1;
-    }
     int rc = 0;
     for (size_t i = 0; i < r->n_stmts && rc == 0; i++) {
         struct sc_sql_value vals[SC_SQL_MAX_PARAMS];
-        rc = values_for(&r->stmts[i], ev, data, vals, reason, reason_len);
+        rc = values_for(&r->stmts[i], ev, vals, reason, reason_len);
         for (size_t j = 0; rc == 0 && j < r->stmts[i].n_params; j++)
             sc_sql_value_free(&vals[j]);
     }
-    sc_sql_data_free(data);
     return rc;
 }
 
@@ -398,12 +406,14 @@ EXPORT int sc_handler_check_v1(void *state, struct st_mysql *conn, char *err, si
     struct sql_state *st = state;
     for (size_t i = 0; i < st->cfg.n_all; i++) {
         struct db_failure f;
-        MYSQL_STMT *ps = prepare_one(conn, st->cfg.all[i], &f);
-        if (!ps) {
+        MYSQL_STMT *ps = NULL;
+        int rc = prepare_one(conn, st->cfg.all[i], &ps, &f);
+        if (ps)
+            mysql_stmt_close(ps);
+        if (rc) {
             describe(err, err_len, st->cfg.all[i]->key, "does not prepare", &f);
             return -1;
         }
-        mysql_stmt_close(ps);
     }
     return 0;
 }

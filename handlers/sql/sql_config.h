@@ -1,7 +1,8 @@
 /* sql.so, the part without a database: the handler_config loader, the
  * parameter grammar (envelope attribute or JSON Pointer into data, with an
  * optional type) and turning one event's values into typed parameters.
- * Pure functions over jansson: unit tested and fuzzed. */
+ * Pure functions (the config through jansson, the values straight from the
+ * event's text): unit tested and fuzzed. */
 #ifndef SC_SQL_CONFIG_H
 #define SC_SQL_CONFIG_H
 
@@ -108,16 +109,14 @@ struct sc_sql_value {
     struct sc_sql_datetime dt;
 };
 
-/* Parses an event's data_json for the pointers (NULL when the event has no
- * data). Returns a json_t * the caller frees with sc_sql_data_free, or NULL
- * with err set when data is not JSON (cannot happen for a parsed event). */
-void *sc_sql_data_parse(const struct sc_event *ev, char *err, size_t err_len);
-void sc_sql_data_free(void *data);
-
-/* Fills out with parameter p's value from ev (data: from sc_sql_data_parse).
- * Returns 0, or -1 with a reason naming the parameter: missing, or not of
- * its type. */
-int sc_sql_param_value(const struct sc_sql_param *p, const struct sc_event *ev, void *data,
+/* Fills out with parameter p's value from ev: an envelope attribute, or the
+ * value p's JSON Pointer names in ev->data_json, read from the text as
+ * written (sql_data.c): only that value is converted, so nothing elsewhere
+ * in data (a number of any size) is a reason to refuse, and numbers keep
+ * their digits. A text value may point into ev's strings (valid while the
+ * event is). Returns 0, or -1 with a reason naming the parameter: missing,
+ * ambiguous (a member twice), or not of its type. */
+int sc_sql_param_value(const struct sc_sql_param *p, const struct sc_event *ev,
                        struct sc_sql_value *out, char *reason, size_t reason_len);
 void sc_sql_value_free(struct sc_sql_value *v);
 

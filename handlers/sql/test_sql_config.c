@@ -1,5 +1,6 @@
 /* Unit tests of sql.so's config loader and parameter grammar (no server). */
-#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,16 +62,14 @@ static int value_of(const char *spec, const struct sc_event *ev, struct sc_sql_v
     char err[256];
     if (sc_sql_param_parse(spec, &p, err, sizeof err))
         return -2;
-    void *data = sc_sql_data_parse(ev, err, sizeof err);
-    int rc = sc_sql_param_value(&p, ev, data, v, reason, len);
+    int rc = sc_sql_param_value(&p, ev, v, reason, len);
     if (rc == 0 && v->s && !v->owned) {
-        /* it points into data, freed next: keep a copy for the checks */
+        /* it may point into the event's text: keep a copy for the checks */
         v->owned = malloc(v->len + 1);
         memcpy(v->owned, v->s, v->len);
         v->owned[v->len] = 0;
         v->s = v->owned;
     }
-    sc_sql_data_free(data);
     sc_sql_param_free(&p);
     return rc;
 }
@@ -134,6 +133,115 @@ static void test_values(void)
     ok(value_of("subject", &ev, &v, r, sizeof r) == -1 && strstr(r, "'subject'"), "absent subject: %s", r);
 }
 
+/* data is read only where a parameter points, exactly as written. */
+static void test_exact_values(void)
+{
+    static const char data[] =
+        "{ \"huge\" : 123456789012345678901234567890123 , \"real\": 1e400,"
+        " \"deep\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[{\"x\": 18446744073709551616}]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"
+        " \"id\": 7, \"price\": 19.90, \"big\": 98765432109876543210987654321,"
+        " \"neg\": -9223372036854775808, \"over\": 9223372036854775808,"
+        " \"exp\": 1.5e3, \"tiny\": 25e-4, \"zero\": 0e10, \"far\": 1e70,"
+        " \"caf\\u00e9\": \"accent\", \"emoji\": \"\\ud83d\\ude00\", \"lone\": \"\\ud800x\","
+        " \"ws\": { \"a\" : [ 1 , \"x y\" ] }, \"dup\": 1, \"dup\": 2, \"esc\": \"a\\\"b\\\\c\\/d\" }";
+    struct sc_event ev = {.id = "00000000-0000-4000-8000-000000000002", .type = "T", .source = "S",
+                          .data_json = data, .data_json_len = sizeof data - 1};
+    struct sc_sql_value v;
+    char r[400];
+    ok(value_of("data/id:int", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_INT && v.i == 7,
+       "an integer beyond 64 bits, a real beyond DOUBLE and deep nesting elsewhere do not matter (%s)", r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/price:decimal", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_DECIMAL &&
+           strcmp(v.s, "19.90") == 0, "decimal from a JSON number: digit for digit (%s)", v.s ? v.s : r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/price:string", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "19.90") == 0,
+       "string from a JSON number: its text as written");
+    sc_sql_value_free(&v);
+    ok(value_of("data/big:decimal", &ev, &v, r, sizeof r) == 0 &&
+           strcmp(v.s, "98765432109876543210987654321") == 0, "a 29-digit integer as DECIMAL, every digit");
+    sc_sql_value_free(&v);
+    ok(value_of("data/big", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_DECIMAL &&
+           strcmp(v.s, "98765432109876543210987654321") == 0,
+       "untyped, an integer beyond 64 bits binds as DECIMAL with every digit");
+    sc_sql_value_free(&v);
+    ok(value_of("data/big:string", &ev, &v, r, sizeof r) == 0 &&
+           strcmp(v.s, "98765432109876543210987654321") == 0, "and as a string, every digit");
+    sc_sql_value_free(&v);
+    ok(value_of("data/big:int", &ev, &v, r, sizeof r) == -1 && strstr(r, "'data/big:int'") &&
+           strstr(r, "beyond 64 bits"), "as int it is refused naming the parameter: %s", r);
+    ok(value_of("data/neg:int", &ev, &v, r, sizeof r) == 0 && v.i == INT64_MIN, "INT64_MIN is an int");
+    sc_sql_value_free(&v);
+    ok(value_of("data/over:int", &ev, &v, r, sizeof r) == -1, "INT64_MAX + 1 is not");
+    ok(value_of("data/deep/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/x:string",
+                &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "18446744073709551616") == 0,
+       "a pointer 33 levels deep reads the number there (%s)", r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/exp:decimal", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "1500") == 0,
+       "an exponent moves the point exactly (1.5e3: %s)", v.s ? v.s : r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/tiny:decimal", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "0.0025") == 0,
+       "25e-4 is 0.0025 (%s)", v.s ? v.s : r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/zero:decimal", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "0") == 0, "0e10 is 0");
+    sc_sql_value_free(&v);
+    ok(value_of("data/far:decimal", &ev, &v, r, sizeof r) == -1 && strstr(r, "65 digits"),
+       "1e70 needs more than 65 digits: %s", r);
+    ok(value_of("data/exp", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_DOUBLE && v.d == 1500.0,
+       "untyped, a number with an exponent is a DOUBLE");
+    sc_sql_value_free(&v);
+    ok(value_of("data/real", &ev, &v, r, sizeof r) == -1 && strstr(r, "DOUBLE's range"),
+       "where a parameter points at 1e400 untyped, it is refused: %s", r);
+    ok(value_of("data/real:string", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "1e400") == 0,
+       "and as a string it is its text");
+    sc_sql_value_free(&v);
+    ok(value_of("data/caf\xc3\xa9", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "accent") == 0,
+       "a key written with a \\u escape matches its UTF-8 token (%s)", r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/emoji", &ev, &v, r, sizeof r) == 0 && v.len == 4 &&
+           memcmp(v.s, "\xf0\x9f\x98\x80", 4) == 0, "a surrogate pair is one 4-byte character");
+    sc_sql_value_free(&v);
+    ok(value_of("data/lone", &ev, &v, r, sizeof r) == -1 && strstr(r, "'data/lone'") &&
+           strstr(r, "surrogate"), "half a surrogate pair is refused where it is read: %s", r);
+    ok(value_of("data/lone:json", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "\"\\ud800x\"") == 0,
+       "and as json it is the text as written");
+    sc_sql_value_free(&v);
+    ok(value_of("data/ws:json", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "{\"a\":[1,\"x y\"]}") == 0,
+       "json: the blanks between tokens go, those in strings stay (%s)", v.s ? v.s : r);
+    sc_sql_value_free(&v);
+    ok(value_of("data/ws/a/1", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "x y") == 0,
+       "a pointer through blanks");
+    sc_sql_value_free(&v);
+    ok(value_of("data/dup", &ev, &v, r, sizeof r) == -1 && strstr(r, "twice"),
+       "a member written twice is ambiguous where a pointer reads it: %s", r);
+    ok(value_of("data/esc", &ev, &v, r, sizeof r) == 0 && strcmp(v.s, "a\"b\\c/d") == 0,
+       "escapes in a string value are unescaped");
+    sc_sql_value_free(&v);
+    ok(value_of("data/ws/a/2", &ev, &v, r, sizeof r) == -1 && strstr(r, "missing"),
+       "an index past the end is missing");
+    ok(value_of("data/id/x", &ev, &v, r, sizeof r) == -1 && strstr(r, "missing"),
+       "a scalar has no members");
+    static const char broken[] = "{\"a\": [1, 2";
+    struct sc_event bad = {.id = ev.id, .type = "T", .source = "S", .data_json = broken,
+                           .data_json_len = sizeof broken - 1};
+    ok(value_of("data/a/1", &bad, &v, r, sizeof r) == -1 && strstr(r, "'data/a/1'") &&
+           strstr(r, "not JSON"), "text that is not JSON on the way is refused naming the parameter: %s", r);
+    /* deep nesting on the path skipped over, far beyond any recursion limit */
+    size_t depth = 100000;
+    char *deep = malloc(depth * 2 + 32);
+    size_t n = 0;
+    n += (size_t)sprintf(deep, "{\"d\":");
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = ']';
+    n += (size_t)sprintf(deep + n, ",\"k\":5}");
+    struct sc_event dev = {.id = ev.id, .type = "T", .source = "S", .data_json = deep, .data_json_len = n};
+    ok(value_of("data/k", &dev, &v, r, sizeof r) == 0 && v.i == 5,
+       "a value after 100,000 levels of nesting is found (no recursion)");
+    sc_sql_value_free(&v);
+    free(deep);
+}
+
 static void test_datetime(void)
 {
     struct sc_sql_datetime t;
@@ -185,6 +293,7 @@ int main(void)
     test_placeholders();
     test_params();
     test_values();
+    test_exact_values();
     test_datetime();
     test_config();
     return done();

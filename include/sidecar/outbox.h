@@ -2,18 +2,38 @@
  * connection in one transaction, and say honestly how it ended.
  *
  *   SC_OUTBOX_COMMITTED    COMMIT returned success.
- *   SC_OUTBOX_ROLLED_BACK  a statement failed and the ROLLBACK itself succeeded:
- *                          nothing was written; retrying is safe.
+ *   SC_OUTBOX_ROLLED_BACK  a statement failed and the ROLLBACK itself succeeded
+ *                          (or the server had rolled the transaction back, a
+ *                          deadlock): nothing was written; retrying is safe.
  *   SC_OUTBOX_UNKNOWN      COMMIT or ROLLBACK failed (e.g. the connection
  *                          dropped): the transaction may or may not have
  *                          committed. Never replay blindly: reconnect and
  *                          reconcile by the request's stable key.
+ *   SC_OUTBOX_REFUSED      nothing ran: the connection already had a
+ *                          transaction open (BEGIN, or autocommit off with a
+ *                          statement run). START TRANSACTION would have
+ *                          committed the caller's work half-way; the caller's
+ *                          transaction is untouched. Commit or roll it back
+ *                          first, or do the business statements in the
+ *                          callback. A programming error: retrying the same
+ *                          way is refused the same way.
+ *   SC_OUTBOX_SPLIT        the business callback ended the transaction: an
+ *                          implicit commit (DDL such as CREATE/ALTER/DROP,
+ *                          COMMIT, START TRANSACTION, LOCK TABLES, ...). What
+ *                          it wrote before that is committed, without the
+ *                          outbox row, which was not written; what came after
+ *                          is rolled back if still open. Not reconcilable by
+ *                          request key (the business row may exist with no
+ *                          event): a programming error to fix in the callback,
+ *                          not to retry. Reported whether the callback
+ *                          succeeded or failed afterwards (never ROLLED_BACK).
  *
  * The event id is made once per request (sc_outbox_new_event_id) before the
  * first attempt and reused on every retry of the same request, so a retry
  * after an UNKNOWN can never publish a second, different event.
- * The connection must not be in autocommit-dependent state shared with
- * other work: the helper runs START TRANSACTION ... COMMIT on it. */
+ * The helper runs START TRANSACTION ... COMMIT on the connection itself,
+ * with a savepoint after START TRANSACTION that tells it whether the
+ * callback kept the transaction whole. */
 #ifndef SIDECAR_OUTBOX_H
 #define SIDECAR_OUTBOX_H
 
@@ -29,6 +49,8 @@ enum sc_outbox_outcome {
     SC_OUTBOX_COMMITTED = 0,
     SC_OUTBOX_ROLLED_BACK = 1,
     SC_OUTBOX_UNKNOWN = 2,
+    SC_OUTBOX_REFUSED = 3,
+    SC_OUTBOX_SPLIT = 4,
 };
 
 struct sc_outbox_error {
@@ -74,14 +96,17 @@ void sc_outbox_error_from(struct sc_outbox_error *err, struct st_mysql *conn);
  * when out of memory. */
 char *sc_outbox_quote(struct st_mysql *conn, const char *s);
 
-/* START TRANSACTION; business(); check the event (sc_outbox_check_event:
+/* Refuses a connection with a transaction open (REFUSED, err->code 0);
+ * START TRANSACTION; SAVEPOINT; business(); checks the savepoint survived
+ * (else SPLIT, err->code 0, unless the callback failed with a deadlock the
+ * server rolled back: ROLLED_BACK); checks the event (sc_outbox_check_event:
  * an invalid one is ROLLED_BACK with err->code 0 and the reason in
  * err->message); INSERT outbox_event (PENDING); COMMIT. */
 enum sc_outbox_outcome sc_outbox_write(struct st_mysql *conn, sc_outbox_business_fn business,
                                        void *arg, struct sc_outbox_event *ev,
                                        struct sc_outbox_error *err);
 
-/* "committed", "rolled_back" or "unknown", for logs. */
+/* "committed", "rolled_back", "unknown", "refused" or "split", for logs. */
 const char *sc_outbox_outcome_name(enum sc_outbox_outcome o);
 
 #ifdef __cplusplus

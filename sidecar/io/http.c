@@ -15,6 +15,7 @@
 
 struct sc_http {
     struct MHD_Daemon *d;
+    unsigned port;
     _Atomic int running; /* set once MHD_start_daemon has returned */
 };
 
@@ -102,7 +103,20 @@ struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
     struct sc_http *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
-    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+    /* epoll (or poll), never select(): select cannot watch a descriptor
+     * above FD_SETSIZE (1,024), and a sidecar with many workers holds more
+     * (two broker and one database connection per worker, files, the
+     * handler's). */
+    unsigned flags = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES
+                         ? MHD_USE_EPOLL_INTERNAL_THREAD
+                         : MHD_USE_POLL_INTERNAL_THREAD;
+    if (flags == MHD_USE_POLL_INTERNAL_THREAD && MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
+        snprintf(err, err_len, "http.listen: libmicrohttpd has neither epoll nor poll (select "
+                 "fails past 1,024 descriptors)");
+        free(h);
+        return NULL;
+    }
+    h->d = MHD_start_daemon(flags | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                             on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
@@ -115,8 +129,14 @@ struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
     }
     atomic_store(&h->running, 1);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    sc_info("http: /metrics /healthz /readyz on %s:%u", host, info ? info->port : (unsigned)port);
+    h->port = info ? info->port : (unsigned)port;
+    sc_info("http: /metrics /healthz /readyz on %s:%u", host, h->port);
     return h;
+}
+
+unsigned sc_http_port(const struct sc_http *h)
+{
+    return h->port;
 }
 
 void sc_http_stop(struct sc_http *h)

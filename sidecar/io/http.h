@@ -12,4 +12,7 @@ struct sc_http;
 struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len);
 void sc_http_stop(struct sc_http *h);
 
+/* The port it listens on (the one picked for port 0). */
+unsigned sc_http_port(const struct sc_http *h);
+
 #endif

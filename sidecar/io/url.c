@@ -88,7 +88,10 @@ int sc_mysql_url_parse(const char *url, struct sc_mysql_url *u, char *err, size_
                 if (!(u->socket = decode(p + 7, n - 7)))
                     goto bad;
             } else {
-                snprintf(err, err_len, "mysql.url: unknown parameter \"%.*s\"", (int)n, p);
+                /* its name only: the value is not shown */
+                size_t name = strcspn(p, "=&");
+                snprintf(err, err_len, "mysql.url: unknown parameter \"%.*s\" (expected socket)",
+                         (int)(name > 32 ? 32 : name), p);
                 sc_mysql_url_free(u);
                 return -1;
             }
@@ -121,10 +124,117 @@ void sc_mysql_url_free(struct sc_mysql_url *u)
     memset(u, 0, sizeof *u);
 }
 
-void sc_url_redact(const char *url, char *out, size_t out_len)
+/* Where the authority (user:password@host:port) of url ends: the first
+ * character that ends it for the scheme's parser (ours for mysql://,
+ * rabbitmq-c's for amqp://). */
+static const char *authority_end(const char *url, const char *auth)
+{
+    int amqp = strncmp(url, "amqp", 4) == 0;
+    return auth + strcspn(auth, amqp ? "/?#" : "/?");
+}
+
+static const char *authority(const char *url)
 {
     const char *scheme = strstr(url, "://");
-    const char *auth = scheme ? scheme + 3 : url;
+    return scheme ? scheme + 3 : url;
+}
+
+/* 1 when an '@' comes after the authority: credentials holding a
+ * character that ended the authority early, the rest of them read as
+ * host, path or query. */
+static int credentials_cut(const char *url)
+{
+    const char *end = authority_end(url, authority(url));
+    return strchr(end, '@') != NULL;
+}
+
+static int port_ok(const char *p, const char *end)
+{
+    if (p == end || end - p > 5)
+        return 0;
+    unsigned long v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return 0;
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
+static int why_fail(char *why, size_t len, const char *msg)
+{
+    snprintf(why, len, "%s", msg);
+    return -1;
+}
+
+int sc_url_check(const char *url, char *why, size_t why_len)
+{
+    int mysql = strncmp(url, "mysql://", 8) == 0;
+    if (!mysql && strncmp(url, "amqp://", 7) != 0 && strncmp(url, "amqps://", 8) != 0)
+        return why_fail(why, why_len, "expected a mysql://, amqp:// or amqps:// URL");
+    if (credentials_cut(url))
+        return why_fail(why, why_len,
+                        "the user name or password holds a '/', '?' or '#' that is not "
+                        "percent-encoded (write %2F, %3F, %23; an '@' after the host is %40)");
+    const char *auth = authority(url), *end = authority_end(url, auth);
+    const char *at = NULL;
+    int ats = 0;
+    for (const char *q = auth; q < end; q++)
+        if (*q == '@') {
+            at = q;
+            ats++;
+        }
+    const char *host = at ? at + 1 : auth;
+    if (!mysql && at) {
+        /* rabbitmq-c ends the user name at the first ':' or '@' and the
+         * password at the next: anything more must be encoded. */
+        int colons = 0, brackets = 0;
+        for (const char *q = auth; q < at; q++) {
+            colons += *q == ':';
+            brackets |= *q == '[' || *q == ']';
+        }
+        if (ats > 1 || colons > 1 || brackets)
+            return why_fail(why, why_len,
+                            "the user name or password holds an '@', ':', '[' or ']' that is not "
+                            "percent-encoded (write %40, %3A, %5B, %5D)");
+    }
+    for (const char *q = auth; q < end; q++)
+        if (*q == '%' && (q + 2 >= end || hexval(q[1]) < 0 || hexval(q[2]) < 0))
+            return why_fail(why, why_len, "a '%' that does not start a percent-escape (%XX) in the "
+                                          "user name, password or host");
+    const char *colon = host < end && *host != '[' ? memchr(host, ':', (size_t)(end - host)) : NULL;
+    if (host < end && *host == '[') { /* [v6]:port */
+        const char *close = memchr(host, ']', (size_t)(end - host));
+        if (!close)
+            return why_fail(why, why_len, "an IPv6 host without its closing ']'");
+        colon = close + 1 < end && close[1] == ':' ? close + 1 : NULL;
+    }
+    if (colon && !port_ok(colon + 1, end))
+        return why_fail(why, why_len, "bad port (expected a number from 1 to 65535)");
+    if (mysql) {
+        struct sc_mysql_url u;
+        char err[256];
+        if (sc_mysql_url_parse(url, &u, err, sizeof err)) {
+            /* its messages name the key and never the URL's credentials
+             * (they are checked above): drop the key, the caller names it */
+            const char *m = strncmp(err, "mysql.url: ", 11) == 0 ? err + 11 : err;
+            snprintf(why, why_len, "%s", m);
+            return -1;
+        }
+        sc_mysql_url_free(&u);
+    }
+    return 0;
+}
+
+#define HIDDEN "(URL not shown: its credentials are not percent-encoded)"
+
+void sc_url_redact(const char *url, char *out, size_t out_len)
+{
+    if (credentials_cut(url)) {
+        snprintf(out, out_len, "%s", HIDDEN);
+        return;
+    }
+    const char *auth = authority(url);
     const char *end = auth + strcspn(auth, "/?");
     const char *at = NULL;
     for (const char *q = auth; q < end; q++)
@@ -140,8 +250,11 @@ void sc_url_redact(const char *url, char *out, size_t out_len)
 
 void sc_url_endpoint(const char *url, char *out, size_t out_len)
 {
-    const char *scheme = strstr(url, "://");
-    const char *auth = scheme ? scheme + 3 : url;
+    if (credentials_cut(url)) {
+        snprintf(out, out_len, "%s", HIDDEN);
+        return;
+    }
+    const char *auth = authority(url);
     const char *end = auth + strcspn(auth, "/?");
     for (const char *q = auth; q < end; q++)
         if (*q == '@')

@@ -1,5 +1,14 @@
 -- For the operator commands: inspect (reads), purge (deletes old rows).
-CREATE USER IF NOT EXISTS 'sidecar_admin'@'%' IDENTIFIED BY 'admin-secret';
+-- The password: @sidecar_admin_password when the session sets it (sql/zz_grants.sh
+-- does, from the role's URL secret in compose; tests/servers from its test URL), else a
+-- random one nobody knows: set it with ALTER USER before the role connects. No password
+-- is written in this file.
+SET @sc_pw = COALESCE(@sidecar_admin_password, HEX(RANDOM_BYTES(24)));
+SET @sc_sql = CONCAT('CREATE USER IF NOT EXISTS ''sidecar_admin''@''%'' IDENTIFIED BY ', QUOTE(@sc_pw));
+PREPARE sc_create_user FROM @sc_sql;
+EXECUTE sc_create_user;
+DEALLOCATE PREPARE sc_create_user;
+SET @sc_pw = NULL, @sc_sql = NULL;
 GRANT SELECT, DELETE ON app.consumed_event TO 'sidecar_admin'@'%';
 GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
 GRANT SELECT ON app.notification_job TO 'sidecar_admin'@'%';

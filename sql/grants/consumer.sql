@@ -1,8 +1,21 @@
--- Least privilege for `sidecar consume` (edit user, host and password).
+-- Least privilege for `sidecar consume` (edit user and host).
 -- It claims (INSERT consumed_event; DELETE only to undo a claim a batch
 -- handler refused, inside the same transaction) and runs the handlers on the
 -- same connection: grant each handler's own tables too.
-CREATE USER IF NOT EXISTS 'sidecar_consumer'@'%' IDENTIFIED BY 'consumer-secret';
+-- The password: @sidecar_consumer_password when the session sets it (sql/zz_grants.sh
+-- does, from the role's URL secret in compose; tests/servers from its test URL), else a
+-- random one nobody knows: set it with ALTER USER before the role connects. No password
+-- is written in this file.
+SET @sc_pw = COALESCE(@sidecar_consumer_password, HEX(RANDOM_BYTES(24)));
+SET @sc_sql = CONCAT('CREATE USER IF NOT EXISTS ''sidecar_consumer''@''%'' IDENTIFIED BY ', QUOTE(@sc_pw));
+PREPARE sc_create_user FROM @sc_sql;
+EXECUTE sc_create_user;
+DEALLOCATE PREPARE sc_create_user;
+SET @sc_pw = NULL, @sc_sql = NULL;
+-- Residual risk (docs/security.md): grants are per table, never per row, so
+-- this user -- and every handler statement it runs -- can insert or delete
+-- any consumer's consumed_event rows. Consumers whose handlers must not touch
+-- each other's history each get their own schema for consumed_event.
 GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
 -- the sample handler (handlers/notification_job)
 GRANT SELECT, INSERT ON app.notification_job TO 'sidecar_consumer'@'%';
