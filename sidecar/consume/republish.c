@@ -9,7 +9,10 @@ struct headers {
     int n, cap;
 };
 
-/* Starts from the delivery's headers minus the keys the sidecar rewrites. */
+/* Starts from the delivery's headers minus the keys the sidecar rewrites and
+ * the broker's own delivery count: a copy is a new message, and a quorum
+ * queue shows a published x-delivery-count on its first delivery as if the
+ * copy had been delivered that often (the guard would dead-letter it). */
 static int headers_from(struct headers *h, const amqp_table_t *old)
 {
     int n_old = old ? old->num_entries : 0;
@@ -18,7 +21,7 @@ static int headers_from(struct headers *h, const amqp_table_t *old)
     if (!(h->e = calloc((size_t)h->cap, sizeof *h->e)))
         return -1;
     static const char *const rewritten[] = {SC_H_ATTEMPTS, SC_H_REASON, SC_H_CONSUMER, SC_H_FAILED_AT,
-                                            SC_H_LAST_ERROR};
+                                            SC_H_LAST_ERROR, "x-delivery-count"};
     for (int i = 0; i < n_old; i++) {
         const amqp_table_entry_t *e = &old->entries[i];
         int drop = 0;

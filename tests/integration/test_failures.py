@@ -34,6 +34,9 @@ publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(plain, subject="82"), mess
 conn.close()
 wait_until(lambda: queue_depth(sc.dlq) >= 4, timeout=60)
 wait_until(lambda: count_in("notification_job", "event_id", [plain]) == 1, timeout=30)
+# The outcome line is written after the ack, which follows the COMMIT seen above.
+wait_until(lambda: any(l.get("event_id") == plain and l.get("outcome") == "applied"
+                       for l in sc.lines()), timeout=10)
 lines = sc.lines()
 by = lambda eid, outcome: [l for l in lines if l.get("event_id") == eid and l.get("outcome") == outcome]
 

@@ -155,7 +155,7 @@ shutil.rmtree(work, ignore_errors=True)
 iso = f"app_iso_{tag}"
 query(f"CREATE DATABASE {iso}")
 with admin_db() as c2, c2.cursor() as cur:
-    ddl = "\n".join(l for l in open(os.path.join(ROOT, "sql", "002_consumed_event.sql")).read().splitlines()
+    ddl = "\n".join(l for l in open(os.path.join(ROOT, "sql", "schema", "002_consumed_event.sql")).read().splitlines()
                     if not l.strip().startswith("--"))
     cur.execute(f"USE {iso}")
     cur.execute(ddl.strip().rstrip(";"))
