@@ -81,7 +81,7 @@ static const struct field mysql_fields[] = {
      .help = "`mysql://user:pass@host:port/database[?socket=/path]` (user and password percent-encoded), or an array of them (cluster nodes, tried in turn)"},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
      .max = 3600, .def_int = 5,
-     .help = "session `innodb_lock_wait_timeout`; reads time out at this + 30 s"},
+     .help = "session `innodb_lock_wait_timeout`, at most `amqp.heartbeat_s`; reads time out at this + 30 s"},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
      .max = 600, .def_int = 5,
      .help = "connect bound"},
@@ -599,6 +599,14 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
                         "(2 x %d): a batch's lease spans the previous batch's confirm wait and its own",
                         c->relay.lease_ms, c->relay.confirm_timeout_ms);
     }
+    /* rabbitmq-c sends heartbeats only inside its own calls and the broker
+     * drops a connection silent for about two intervals; the sidecar sends
+     * one at least every half interval around statements, so one statement
+     * may wait at most one interval for a lock. */
+    if (c->amqp_heartbeat_s > 0 && c->mysql_lock_wait_timeout_s > c->amqp_heartbeat_s)
+        return fail(err, err_len, "mysql.lock_wait_timeout_s: %d must not exceed amqp.heartbeat_s (%d): a "
+                    "statement waiting that long holds the broker connection past its heartbeat",
+                    c->mysql_lock_wait_timeout_s, c->amqp_heartbeat_s);
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
         for (size_t j = 0; j < i; j++)

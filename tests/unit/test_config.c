@@ -206,6 +206,25 @@ int main(void)
        c.relay.confirm_timeout_ms == 5000, "default lease keeps the 5 s confirm timeout");
     sc_config_free(&c);
 
+    /* One statement may not hold the broker connection past its heartbeat. */
+#define HB(hb, lw) "{\"amqp\":{\"url\":\"amqp://g:g@h:5672/%2f\"" hb "},\"mysql\":{\"url\":\"mysql://u:p@h:3306/app\"" lw "}}"
+    refused(HB(",\"heartbeat_s\":5", ",\"lock_wait_timeout_s\":6"),
+            "mysql.lock_wait_timeout_s: 6 must not exceed amqp.heartbeat_s (5)",
+            "a lock wait longer than the heartbeat is refused, naming both keys");
+    refused(HB("", ",\"lock_wait_timeout_s\":3600"), "mysql.lock_wait_timeout_s: 3600",
+            "the longest lock wait against the default 30 s heartbeat is refused");
+    refused(HB(",\"heartbeat_s\":2", ""), "mysql.lock_wait_timeout_s: 5 must not exceed amqp.heartbeat_s (2)",
+            "the default 5 s lock wait against a 2 s heartbeat is refused");
+    ok(parse(HB(",\"heartbeat_s\":5", ",\"lock_wait_timeout_s\":5"), &c, err, 0) == 0,
+       "a lock wait of one heartbeat interval is accepted (%s)", err);
+    sc_config_free(&c);
+    ok(parse(HB(",\"heartbeat_s\":0", ",\"lock_wait_timeout_s\":3600"), &c, err, 0) == 0,
+       "heartbeats off: any lock wait (%s)", err);
+    sc_config_free(&c);
+    ok(parse(HB("", ""), &c, err, 0) == 0, "the defaults (30 s heartbeat, 5 s lock wait) are accepted (%s)", err);
+    sc_config_free(&c);
+#undef HB
+
     /* Server settings the relay depends on. */
     struct sc_db_settings st;
     char why[400];
