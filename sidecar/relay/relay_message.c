@@ -1,10 +1,10 @@
 #include "relay_message.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "envelope/json_span.h"
 #include "outbox_rules.h"
 
 struct text {
@@ -37,18 +37,47 @@ static void append_raw(struct text *t, const char *s)
     append(t, s, strlen(s));
 }
 
-/* s as a JSON string. Returns 0, or -1 when s is not UTF-8 (jansson refuses
- * it; out of memory looks the same and is told apart by the caller). */
+/* s as a JSON string, escaped as jansson would (\" \\ \b \f \n \r \t,
+ * other control characters as \u00XX, everything else as it is). Returns
+ * 0, or -1 when s is not UTF-8: the one JSON validator checks the result. */
 static int append_json_string(struct text *t, const char *s)
 {
-    json_t *j = json_string(s);
-    char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-    json_decref(j);
-    if (!enc)
-        return -1;
-    append_raw(t, enc);
-    free(enc);
-    return 0;
+    size_t start = t->len;
+    append(t, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        const char *esc = NULL;
+        char u[8];
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default:
+            if (c < 0x20) {
+                snprintf(u, sizeof u, "\\u%04x", c);
+                esc = u;
+            }
+            break;
+        }
+        if (esc) {
+            append_raw(t, esc);
+        } else {
+            /* runs of plain bytes in one copy */
+            const char *q = p;
+            while (q[1] && (unsigned char)q[1] >= 0x20 && q[1] != '"' && q[1] != '\\')
+                q++;
+            append(t, p, (size_t)(q - p + 1));
+            p = q;
+        }
+    }
+    append(t, "\"", 1);
+    if (t->failed)
+        return 0; /* told apart by the caller */
+    return sc_json_text_valid(t->b + start, t->len - start) ? 0 : -1;
 }
 
 enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *exchange,
