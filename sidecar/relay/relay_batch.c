@@ -88,13 +88,15 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
 
 /* Every per-row and per-batch field a batch uses starts here, after its
  * claim filled the rows' columns. */
-void sc_relay_batch_begin(struct sc_relay_core *c, struct sc_relay_batch *b, int n)
+void sc_relay_batch_begin(struct sc_relay_core *c, struct sc_relay_batch *b, int n,
+                          int64_t claim_started)
 {
     b->n = n;
     b->n_msgs = 0;
     b->refused = 0;
     b->alive_after = 0;
-    b->claimed_at = b->sent_at = sc_relay_now(c);
+    b->lease_end = claim_started + c->p.lease_ms;
+    b->sent_at = claim_started;
     for (int i = 0; i < n; i++) {
         struct sc_relay_row *r = &b->rows[i];
         r->state = SC_ROW_CLAIMED;
@@ -115,13 +117,13 @@ void sc_relay_batch_end(struct sc_relay_batch *b, int n)
  * still only under this relay's lease. */
 static void fail_row(struct sc_relay_core *c, struct sc_relay_row *r)
 {
-    sc_relay_keep_alive(c);
     if (!c->ops->db_is_open(c->io)) {
         row_to(c, r, SC_ROW_LEFT, NULL);
         return;
     }
     for (int attempt = 0;; attempt++) {
         struct sc_db_err e = {0};
+        sc_relay_keep_alive(c);
         int rc = c->ops->mark_failed(c->io, r, &e);
         if (rc >= 0) {
             row_to(c, r, rc ? SC_ROW_FAILED : SC_ROW_LEASE_LOST, NULL);
@@ -198,6 +200,15 @@ static void publish_built(struct sc_relay_core *c, struct sc_relay_batch *b)
 void sc_relay_batch_send(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
     b->n_msgs = 0;
+    if (sc_relay_now(c) >= b->lease_end) {
+        /* Held past its lease (the process stalled): another relay may own
+         * the rows now, and a copy sent without the lease is a repeat. */
+        sc_warn("relay: a batch of %d was held %lld ms past its lease before it could be sent; "
+                "left to the lease", b->n, (long long)(sc_relay_now(c) - b->lease_end));
+        for (int i = 0; i < b->n; i++)
+            row_to(c, &b->rows[i], SC_ROW_UNSENT, NULL);
+        return;
+    }
     for (int i = 0; i < b->n; i++) {
         struct sc_relay_row *r = &b->rows[i];
         switch (sc_relay_message_build(r, c->p.exchange, &b->msgs[b->n_msgs], r->why, sizeof r->why)) {
@@ -271,7 +282,6 @@ static int mark_acked(struct sc_relay_core *c, struct sc_relay_batch *b)
     if (n == 0)
         return 0;
     SC_FAULT("relay.after_confirm");
-    sc_relay_keep_alive(c);
     if (!c->ops->db_is_open(c->io)) {
         sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
                 "they are published again after their lease", n);
@@ -281,6 +291,7 @@ static int mark_acked(struct sc_relay_core *c, struct sc_relay_batch *b)
     }
     for (int attempt = 0;; attempt++) {
         struct sc_db_err e = {0};
+        sc_relay_keep_alive(c);
         if (c->ops->mark_published(c->io, acked, n, marked, &e) == 0) {
             for (int i = 0; i < n; i++)
                 row_to(c, acked[i], marked[i] ? SC_ROW_PUBLISHED : SC_ROW_LEASE_LOST, NULL);

@@ -5,8 +5,10 @@
 
 #include "relay_core.h"
 
-/* Starts a batch of n claimed rows: every per-row and per-batch field. */
-void sc_relay_batch_begin(struct sc_relay_core *c, struct sc_relay_batch *b, int n);
+/* Starts a batch of n rows claimed at claim_started (ops->now_ms before the
+ * claim statement): every per-row and per-batch field. */
+void sc_relay_batch_begin(struct sc_relay_core *c, struct sc_relay_batch *b, int n,
+                          int64_t claim_started);
 /* Frees rows[0..n) and empties the batch. */
 void sc_relay_batch_end(struct sc_relay_batch *b, int n);
 

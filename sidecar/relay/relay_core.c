@@ -53,6 +53,7 @@ static void phase_claim(struct sc_relay_core *c)
         return;
     struct sc_relay_batch *b = free_buffer(c);
     struct sc_db_err e = {0};
+    int64_t started = sc_relay_now(c);
     int n = c->ops->claim(c->io, b->rows, c->p.batch, &e);
     if (n < 0) {
         claim_failed(c, b, &e);
@@ -66,7 +67,7 @@ static void phase_claim(struct sc_relay_core *c)
         return;
     }
     c->poll = SC_RELAY_POLL_MIN_MS;
-    sc_relay_batch_begin(c, b, n);
+    sc_relay_batch_begin(c, b, n, started);
     c->claimed = b;
     SC_FAULT("relay.after_claim");
 }

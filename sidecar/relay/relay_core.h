@@ -65,7 +65,9 @@ struct sc_relay_batch {
     int n, n_msgs;
     int refused;                 /* rows in SC_ROW_REFUSED */
     int alive_after;             /* its confirms were collected without a connection failure */
-    int64_t claimed_at, sent_at; /* ops->now_ms */
+    int64_t lease_end;           /* ops->now_ms before the claim + lease_ms: the lease
+                                    ends no earlier than this */
+    int64_t sent_at;
 };
 
 /* The seams. Database calls return 0 (or a count), or -1 with e filled:
