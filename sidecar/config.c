@@ -83,7 +83,7 @@ static const struct field mysql_fields[] = {
      .help = "`mysql://user:pass@host:port/database[?socket=/path]` (user and password percent-encoded), or an array of them (cluster nodes, tried in turn)"},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
      .max = 3600, .def_int = 5,
-     .help = "session `innodb_lock_wait_timeout`; reads time out at this + 30 s"},
+     .help = "session `innodb_lock_wait_timeout`, at most `amqp.heartbeat_s`; reads time out at this + 30 s"},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
      .max = 600, .def_int = 5,
      .help = "connect bound"},
@@ -160,11 +160,11 @@ static const struct field relay_fields[] = {
     {.key = "batch", .type = F_INT, .off = REL(batch), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 100,
      .help = "rows per claim"},
     {.key = "lease_ms", .type = F_INT, .off = REL(lease_ms), .min = 100, .max = 86400000, .def_int = 30000,
-     .help = "lease; must exceed `confirm_timeout_ms`"},
+     .help = "lease; must exceed twice `confirm_timeout_ms`"},
     {.key = "poll_ms", .type = F_INT, .off = REL(poll_ms), .min = 1, .max = 600000, .def_int = 200,
      .help = "longest idle poll interval"},
     {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
-     .max = 600000, .def_int = 5000, .def_doc = "5000 (half of a shorter lease)",
+     .max = 600000, .def_int = 5000, .def_doc = "5000 (a third of a shorter lease)",
      .help = "wait for a batch's confirms"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
@@ -603,12 +603,23 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         if (c->relay.worker_id && strlen(c->relay.worker_id) > SC_WORKER_ID_MAX)
             return fail(err, err_len, "relay.worker_id: longer than %d characters (outbox_event.lease_owner is VARCHAR(%d))",
                         SC_WORKER_ID_MAX, SC_WORKER_ID_MAX);
-        /* A lease that can expire while its owner still waits for the
-         * confirm hands the row to a second relay every time. */
-        if (c->relay.lease_ms <= c->relay.confirm_timeout_ms)
-            return fail(err, err_len, "relay.lease_ms: %d must be greater than relay.confirm_timeout_ms (%d)",
+        /* A batch is claimed while the previous one's confirms travel, so
+         * its lease spans that wait and its own before the mark
+         * (relay_core.c). A lease that can expire first hands the rows to
+         * a second relay every time. */
+        if (c->relay.lease_ms <= 2 * c->relay.confirm_timeout_ms)
+            return fail(err, err_len, "relay.lease_ms: %d must be greater than twice relay.confirm_timeout_ms "
+                        "(2 x %d): a batch's lease spans the previous batch's confirm wait and its own",
                         c->relay.lease_ms, c->relay.confirm_timeout_ms);
     }
+    /* rabbitmq-c sends heartbeats only inside its own calls and the broker
+     * drops a connection silent for about two intervals; the sidecar sends
+     * one at least every half interval around statements, so one statement
+     * may wait at most one interval for a lock. */
+    if (c->amqp_heartbeat_s > 0 && c->mysql_lock_wait_timeout_s > c->amqp_heartbeat_s)
+        return fail(err, err_len, "mysql.lock_wait_timeout_s: %d must not exceed amqp.heartbeat_s (%d): a "
+                    "statement waiting that long holds the broker connection past its heartbeat",
+                    c->mysql_lock_wait_timeout_s, c->amqp_heartbeat_s);
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
         for (size_t j = 0; j < i; j++)
@@ -670,12 +681,12 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
             out->log_level = strdup(lvl);
         }
     }
-    /* confirm_timeout_ms left out: 5 s, or half the lease when that is
-     * shorter (the lease must outlast the wait for a confirm). */
+    /* confirm_timeout_ms left out: 5 s, or a third of the lease when that
+     * is shorter (the lease must outlast two confirm waits). */
     if (out->relay.present &&
         !json_object_get(json_object_get(root, "relay"), "confirm_timeout_ms") &&
-        out->relay.lease_ms <= out->relay.confirm_timeout_ms)
-        out->relay.confirm_timeout_ms = out->relay.lease_ms / 2;
+        out->relay.lease_ms <= 2 * out->relay.confirm_timeout_ms)
+        out->relay.confirm_timeout_ms = out->relay.lease_ms / 3;
     rc = validate(out, err, err_len);
 out:
     json_decref(root);

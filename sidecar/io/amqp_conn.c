@@ -514,7 +514,7 @@ int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, 
 {
     for (size_t i = 0; i < n; i++) {
         msgs[i].result = SC_PUB_PENDING;
-        msgs[i].seq = a->next_seq++;
+        msgs[i].seq = a->next_seq;
         int rc = amqp_basic_publish(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(msgs[i].exchange),
                                     amqp_cstring_bytes(msgs[i].routing_key), msgs[i].mandatory, 0,
                                     msgs[i].props, msgs[i].body);
@@ -524,6 +524,7 @@ int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, 
             fail(err, err_len, "basic.publish", amqp_error_string2(rc));
             return -1;
         }
+        a->next_seq++; /* a message refused before sending (bad data) takes no number */
     }
     return 0;
 }

@@ -2,16 +2,23 @@
  * the producer helper (which refuses such rows) and the relay (which marks
  * rows it finds invalid FAILED instead of publishing them). The rules are in
  * docs/contract-notes.md. Header-only: the helper library and the daemon are
- * built separately and both include it (and both compile in uuid_text.c and
- * json_span.c, the one UUID parser and the one JSON validator). */
+ * built separately and both include it (and both compile in uuid_text.c,
+ * json_span.c and json_names.c: the one UUID parser, the one JSON validator
+ * and the one member-name check). */
 #ifndef SC_OUTBOX_RULES_H
 #define SC_OUTBOX_RULES_H
 
 #include <stdio.h>
 #include <string.h>
 
+#include "envelope/json_names.h"
 #include "envelope/json_span.h"
 #include "envelope/uuid_text.h"
+
+/* event_type is the routing key of basic.publish, an AMQP short string:
+ * rabbitmq-c refuses a longer one ("invalid AMQP data"), and the column
+ * (VARCHAR(128) utf8mb4) holds up to 512 bytes. */
+#define SC_RULES_ROUTING_KEY_MAX 255
 
 /* 1 when s is a UUID in the 8-4-4-4-12 hex form (any case). */
 static inline int sc_rules_uuid(const char *s)
@@ -62,11 +69,12 @@ static inline int sc_rules_uri_reference(const char *s)
     return 1;
 }
 
-/* Checks the fields of one outbox event. Returns 1 when valid, else 0 with
- * the reason (naming the field) in why. */
-static inline int sc_rules_event(const char *event_id, const char *aggregate_type,
-                                 const char *aggregate_id, const char *event_type,
-                                 const char *payload, char *why, size_t why_len)
+/* Checks the fields of one outbox event. Returns 1 when valid, 0 with the
+ * reason (naming the field) in why, or -1 when memory ran out (nothing is
+ * known about the row: try again later). */
+static inline int sc_rules_event_check(const char *event_id, const char *aggregate_type,
+                                       const char *aggregate_id, const char *event_type,
+                                       const char *payload, char *why, size_t why_len)
 {
     if (!sc_rules_uuid(event_id))
         snprintf(why, why_len, "event_id is not a UUID");
@@ -77,11 +85,34 @@ static inline int sc_rules_event(const char *event_id, const char *aggregate_typ
         snprintf(why, why_len, "aggregate_id is empty (CloudEvents subject must not be)");
     else if (!event_type || !*event_type)
         snprintf(why, why_len, "event_type is empty (CloudEvents type must not be)");
+    else if (strlen(event_type) > SC_RULES_ROUTING_KEY_MAX)
+        snprintf(why, why_len, "event_type is %zu bytes long: it is the routing key, at most %d bytes "
+                 "(an AMQP short string)", strlen(event_type), SC_RULES_ROUTING_KEY_MAX);
     else if (!payload || !sc_json_text_valid(payload, strlen(payload)))
         snprintf(why, why_len, "payload is not one JSON value");
-    else
-        return 1;
+    else {
+        char name[64];
+        int dup = sc_json_duplicate_name(payload, strlen(payload), name, sizeof name);
+        if (dup == 0)
+            return 1;
+        if (dup > 0)
+            snprintf(why, why_len, "payload has the member name \"%s\" twice in one object (I-JSON, "
+                     "RFC 7493: names are unique; a strict consumer refuses it)", name);
+        else {
+            snprintf(why, why_len, "out of memory checking the payload's member names");
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* The same check as a yes/no: 1 valid, 0 not (or out of memory). */
+static inline int sc_rules_event(const char *event_id, const char *aggregate_type,
+                                 const char *aggregate_id, const char *event_type,
+                                 const char *payload, char *why, size_t why_len)
+{
+    return sc_rules_event_check(event_id, aggregate_type, aggregate_id, event_type, payload, why,
+                                why_len) == 1;
 }
 
 #endif

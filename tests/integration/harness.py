@@ -496,8 +496,8 @@ class Relay:
     """`sidecar relay` with its own config; logs per run like Sidecar."""
 
     def __init__(self, exchange, worker_id=None, batch=50, lease_ms=2000, poll_ms=100, confirm_timeout_ms=None):
-        if confirm_timeout_ms is None:  # the lease must outlast the confirm wait
-            confirm_timeout_ms = min(5000, lease_ms // 2)
+        if confirm_timeout_ms is None:  # the lease must outlast two confirm waits
+            confirm_timeout_ms = min(5000, lease_ms // 3)
         self.worker_id = worker_id or "relay-" + suffix()
         self.dir = tempfile.mkdtemp(prefix="sc-relay-")
         self.config = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},

@@ -182,17 +182,48 @@ int main(void)
     snprintf(text, sizeof text, "{%s,%s,\"relay\":{\"exchange\":\"o\",\"worker_id\":\"%s\"}}", BASE_AMQP, BASE_MYSQL, longid);
     ok(parse(text, &c, err, 0) == 0, "worker_id of exactly 128 accepted (%s)", err);
     sc_config_free(&c);
+    /* A batch's lease spans the previous batch's confirm wait and its own. */
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":5000,\"confirm_timeout_ms\":5000}}",
-            "relay.lease_ms: 5000 must be greater than relay.confirm_timeout_ms", "lease_ms equal to confirm_timeout_ms refused");
+            "relay.lease_ms: 5000 must be greater than twice relay.confirm_timeout_ms", "lease_ms equal to confirm_timeout_ms refused");
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":1000,\"confirm_timeout_ms\":4000}}",
             "relay.lease_ms", "lease_ms below confirm_timeout_ms refused");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":9000,\"confirm_timeout_ms\":5000}}",
+            "relay.lease_ms: 9000 must be greater than twice relay.confirm_timeout_ms (2 x 5000)",
+            "a lease longer than one confirm wait but not two is refused");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":10000,\"confirm_timeout_ms\":5000}}",
+            "relay.lease_ms", "a lease of exactly two confirm waits is refused");
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":10001,\"confirm_timeout_ms\":5000}}", &c, err, 0) == 0,
+       "a lease just over two confirm waits is accepted (%s)", err);
+    sc_config_free(&c);
     ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":1000}}", &c, err, 0) == 0,
        "a short lease alone is accepted (%s)", err);
-    is_int(c.relay.confirm_timeout_ms, 500, "confirm_timeout_ms left out: half the short lease");
+    is_int(c.relay.confirm_timeout_ms, 333, "confirm_timeout_ms left out: a third of the short lease");
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":100}}", &c, err, 0) == 0 &&
+       c.relay.confirm_timeout_ms == 33, "the shortest lease gets a 33 ms confirm timeout (%s)", err);
     sc_config_free(&c);
     ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\"}}", &c, err, 0) == 0 &&
        c.relay.confirm_timeout_ms == 5000, "default lease keeps the 5 s confirm timeout");
     sc_config_free(&c);
+
+    /* One statement may not hold the broker connection past its heartbeat. */
+#define HB(hb, lw) "{\"amqp\":{\"url\":\"amqp://g:g@h:5672/%2f\"" hb "},\"mysql\":{\"url\":\"mysql://u:p@h:3306/app\"" lw "}}"
+    refused(HB(",\"heartbeat_s\":5", ",\"lock_wait_timeout_s\":6"),
+            "mysql.lock_wait_timeout_s: 6 must not exceed amqp.heartbeat_s (5)",
+            "a lock wait longer than the heartbeat is refused, naming both keys");
+    refused(HB("", ",\"lock_wait_timeout_s\":3600"), "mysql.lock_wait_timeout_s: 3600",
+            "the longest lock wait against the default 30 s heartbeat is refused");
+    refused(HB(",\"heartbeat_s\":2", ""), "mysql.lock_wait_timeout_s: 5 must not exceed amqp.heartbeat_s (2)",
+            "the default 5 s lock wait against a 2 s heartbeat is refused");
+    ok(parse(HB(",\"heartbeat_s\":5", ",\"lock_wait_timeout_s\":5"), &c, err, 0) == 0,
+       "a lock wait of one heartbeat interval is accepted (%s)", err);
+    sc_config_free(&c);
+    ok(parse(HB(",\"heartbeat_s\":0", ",\"lock_wait_timeout_s\":3600"), &c, err, 0) == 0,
+       "heartbeats off: any lock wait (%s)", err);
+    sc_config_free(&c);
+    ok(parse(HB("", ""), &c, err, 0) == 0, "the defaults (30 s heartbeat, 5 s lock wait) are accepted (%s)", err);
+    sc_config_free(&c);
+#undef HB
 
     /* Server settings the relay depends on. */
     struct sc_db_settings st;

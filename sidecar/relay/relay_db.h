@@ -1,0 +1,47 @@
+/* The relay's statements on MariaDB/MySQL: the claim, the marks and the
+ * backlog gauges, behind the calls struct sc_relay_ops names. */
+#ifndef SC_RELAY_DB_H
+#define SC_RELAY_DB_H
+
+#include "io/db.h"
+#include "metrics.h"
+#include "relay_core.h"
+
+struct sc_relay_db {
+    struct sc_db db;
+    const struct sc_config *cfg;
+    const char *worker_id;
+    int batch, lease_ms;
+    MYSQL_STMT *claim_update;   /* SET PUBLISHING ... WHERE event_id IN (batch placeholders) */
+    MYSQL_STMT *still_owned;    /* SELECT ... FOR UPDATE: which of the batch we still lease */
+    MYSQL_STMT *mark_published; /* SET PUBLISHED ... WHERE IN (...) AND status AND lease_owner */
+    MYSQL_STMT *mark_failed;    /* SET FAILED ... WHERE event_id = ? AND status AND lease_owner */
+    MYSQL_BIND *binds;
+    unsigned long *lens;
+    int64_t last_gauge_ms, gauge_interval_ms;
+};
+
+/* Returns 0, or -1 out of memory. */
+int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id);
+void sc_relay_db_free(struct sc_relay_db *d);
+
+/* Connects (READ COMMITTED), checks the server settings, prepares. */
+int sc_relay_db_open(struct sc_relay_db *d, struct sc_db_err *e);
+void sc_relay_db_close(struct sc_relay_db *d);
+int sc_relay_db_is_open(const struct sc_relay_db *d);
+int sc_relay_db_rollback(struct sc_relay_db *d, struct sc_db_err *e);
+
+/* The calls of struct sc_relay_ops (same contracts). */
+int sc_relay_db_claim(struct sc_relay_db *d, struct sc_relay_row *rows, int max, struct sc_db_err *e);
+int sc_relay_db_mark_published(struct sc_relay_db *d, struct sc_relay_row *const *rows, int n,
+                               unsigned char *marked, struct sc_db_err *e);
+int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *row,
+                            struct sc_db_err *e);
+
+/* The pending-count and oldest-pending-age gauges, refreshed when due. */
+void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *m);
+
+/* Logs the two claim statements at debug level. */
+void sc_relay_db_log_claim_sql(int batch);
+
+#endif
