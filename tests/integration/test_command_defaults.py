@@ -58,7 +58,10 @@ for name, cfg in (("consume", consume_cfg), ("relay", relay_cfg)):
     with open(paths[name], "w") as f:
         json.dump(cfg, f)
 try:
-    r = subprocess.run(["unshare", "--net", "/usr/bin/python3", "-c", INNER, SIDECAR,
+    # Unprivileged, a user namespace comes first (root inside it may make
+    # the network namespace).
+    userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    r = subprocess.run(["unshare", *userns, "--net", "/usr/bin/python3", "-c", INNER, SIDECAR,
                         paths["consume"], paths["relay"], d],
                        capture_output=True, text=True, timeout=90)
     res = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else None
