@@ -45,7 +45,8 @@ COPY --from=build /opt/sidecar/lib/sidecar/handlers/ /opt/sidecar/handlers/
 COPY sql /opt/sidecar/sql
 ENV PATH=/opt/sidecar/bin:$PATH
 USER sidecar
-EXPOSE 9464
-HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD curl -fsS http://127.0.0.1:9464/readyz || exit 1
+# http.listen defaults: consume 9464, relay 9466 (compose sets 0.0.0.0:9464 for both).
+EXPOSE 9464 9466
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD curl -fsS http://127.0.0.1:9464/readyz || curl -fsS http://127.0.0.1:9466/readyz || exit 1
 ENTRYPOINT ["sidecar"]
 CMD ["consume", "-c", "/etc/sidecar/sidecar.json"]

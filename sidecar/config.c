@@ -95,7 +95,10 @@ static const struct field mysql_fields[] = {
      .help = "client key (with `tls_cert`)"},
 };
 static const struct field http_fields[] = {
-    {.key = "listen", .type = F_STR, .off = CFG(http_listen), .def_str = "127.0.0.1:9464",
+    /* No def_str: left out, each command picks its own (main.c), so a consume
+     * and a relay on one host do not compete for one port. */
+    {.key = "listen", .type = F_STR, .off = CFG(http_listen),
+     .def_doc = "`127.0.0.1:9464` (consume), `127.0.0.1:9466` (relay)",
      .help = "address of `/metrics`, `/healthz`, `/readyz`; port 0 picks one; `off` disables"},
 };
 static const struct field log_fields[] = {

@@ -63,7 +63,7 @@ struct sc_config {
     char *mysql_tls_ca, *mysql_tls_cert, *mysql_tls_key;
     int mysql_lock_wait_timeout_s;
     int mysql_connect_timeout_s;
-    char *http_listen;
+    char *http_listen;         /* NULL when not set: the command's own default */
     char *log_level;
     struct sc_consumer_config *consumers;
     size_t n_consumers;

@@ -1,5 +1,6 @@
 /* sidecar: command line parsing and dispatch only. */
 #include <amqp.h>
+#include <jansson.h>
 #include <mysql.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,15 +16,24 @@
 #include "sc_build_config.h"
 
 /* One row per command: its name, how it is called, what it does, whether
- * it takes arguments after -c FILE, and what runs it. */
+ * it takes arguments after -c FILE, whether it talks to the broker, where
+ * its HTTP endpoints listen when http.listen is not set, and what runs it. */
 struct command {
     const char *name;
     const char *synopsis;
     const char *help;
     int takes_args;
     int daemon; /* logs its start */
+    int broker; /* 0: amqp.url may be left out (the command never connects) */
+    const char *http_default;
     int (*run)(const struct sc_config *cfg, int argc, char **argv);
 };
+
+/* The default http.listen of the two long-running commands: one consume and
+ * one relay on the same host each get their own port (9465 is kept for the
+ * console). Several of one kind on a host need http.listen each. */
+#define HTTP_DEFAULT_CONSUME "127.0.0.1:9464"
+#define HTTP_DEFAULT_RELAY "127.0.0.1:9466"
 
 static int run_consume(const struct sc_config *cfg, int argc, char **argv)
 {
@@ -45,19 +55,21 @@ static int run_check(const struct sc_config *cfg, int argc, char **argv)
 
 static const struct command commands[] = {
     {"consume", "consume -c FILE", "run every consumer in the config until SIGTERM/SIGINT", 0, 1,
-     run_consume},
-    {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, run_relay},
+     1, HTTP_DEFAULT_CONSUME, run_consume},
+    {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, 1,
+     HTTP_DEFAULT_RELAY, run_relay},
     {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
-     0, run_check},
+     0, 1, NULL, run_check},
     {"inspect", "inspect -c FILE EVENT_ID [--json]",
-     "the event's state everywhere; exit 1 when nothing is known", 1, 0, sc_inspect_run},
+     "the event's state everywhere; exit 1 when nothing is known", 1, 0, 1, NULL, sc_inspect_run},
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
-     "delete consumed_event and PUBLISHED outbox_event rows past retention", 1, 0, sc_purge_run},
+     "delete consumed_event and PUBLISHED outbox_event rows past retention (database only)", 1,
+     0, 0, NULL, sc_purge_run},
     {"dlq", "dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]",
-     "list, show or replay dead-lettered messages", 1, 0, sc_dlq_run},
+     "list, show or replay dead-lettered messages", 1, 0, 1, NULL, sc_dlq_run},
     {"try", "try     -c FILE --consumer NAME EVENT.json...",
      "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "
-     "when every event would apply", 1, 0, sc_try_run},
+     "when every event would apply (database only)", 1, 0, 0, NULL, sc_try_run},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
@@ -70,12 +82,57 @@ static void usage(FILE *out)
           "  help config\n      every config key, its default and bounds (Markdown)\n"
           "\n"
           "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
+          "purge and try never connect to the broker: their config needs no amqp section.\n"
+          "http.listen defaults: consume " HTTP_DEFAULT_CONSUME ", relay " HTTP_DEFAULT_RELAY ".\n"
           "Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or bad config.\n",
           out);
 }
 
-/* Splits the arguments after the command into -c FILE and the rest. */
-static int load_config(int argc, char **argv, struct sc_config *cfg, char **rest, int *n_rest)
+/* Stands in for amqp.url while a command that never connects to the broker
+ * loads its config; taken out again after loading. */
+#define NO_BROKER_URL "amqp://no-broker.invalid/"
+
+/* Loads path for a command that never talks to the broker: when neither the
+ * file nor the environment gives amqp.url, the loader (which requires it for
+ * everything else) is handed the file with a stand-in URL, and the loaded
+ * config then has no broker at all (amqp_url NULL, no amqp_urls). Any other
+ * amqp key is still checked. Returns what sc_config_load returns. */
+static int load_without_broker(const char *path, struct sc_config *cfg, char *err, size_t len)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *amqp = json_is_object(root) ? json_object_get(root, "amqp") : NULL;
+    if (!json_is_object(root) || (amqp && (!json_is_object(amqp) || json_object_get(amqp, "url")))) {
+        json_decref(root); /* nothing to stand in for: the loader says what is wrong, if anything */
+        return sc_config_load(path, cfg, err, len);
+    }
+    if (!amqp && json_object_set_new(root, "amqp", amqp = json_object()))
+        amqp = NULL;
+    char *text = NULL;
+    if (amqp && json_object_set_new(amqp, "url", json_string(NO_BROKER_URL)) == 0)
+        text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text) {
+        snprintf(err, len, "config %s: out of memory", path);
+        return -1;
+    }
+    int rc = sc_config_parse(text, strlen(text), 1, cfg, err, len);
+    free(text);
+    if (rc == 0 && cfg->n_amqp_urls == 1 && strcmp(cfg->amqp_urls[0], NO_BROKER_URL) == 0) {
+        free(cfg->amqp_urls[0]);
+        free(cfg->amqp_urls);
+        free(cfg->amqp_url);
+        cfg->amqp_urls = NULL;
+        cfg->n_amqp_urls = 0;
+        cfg->amqp_url = NULL;
+    }
+    return rc;
+}
+
+/* Splits the arguments after the command into -c FILE and the rest, and
+ * loads the config as command c needs it. */
+static int load_config(const struct command *c, int argc, char **argv, struct sc_config *cfg,
+                       char **rest, int *n_rest)
 {
     const char *path = NULL;
     *n_rest = 0;
@@ -91,9 +148,14 @@ static int load_config(int argc, char **argv, struct sc_config *cfg, char **rest
         return 2;
     }
     char err[512];
-    if (sc_config_load(path, cfg, err, sizeof err)) {
+    if (c->broker ? sc_config_load(path, cfg, err, sizeof err)
+                  : load_without_broker(path, cfg, err, sizeof err)) {
         fprintf(stderr, "sidecar: bad config: %s\n", err);
         return 2;
+    }
+    if (!cfg->http_listen && c->http_default && !(cfg->http_listen = strdup(c->http_default))) {
+        sc_config_free(cfg);
+        return 1;
     }
     sc_log_set_level(cfg->log_level);
     return 0;
@@ -130,7 +192,7 @@ int main(int argc, char **argv)
     struct sc_config cfg;
     char **rest = calloc((size_t)argc, sizeof *rest);
     int n_rest = 0;
-    int rc = rest ? load_config(argc, argv, &cfg, rest, &n_rest) : 1;
+    int rc = rest ? load_config(c, argc, argv, &cfg, rest, &n_rest) : 1;
     if (rc) {
         free(rest);
         return rc;

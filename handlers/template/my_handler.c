@@ -17,12 +17,6 @@
 
 #include "sidecar/handler.h"
 
-static int is_transient(unsigned err)
-{
-    /* lock wait timeout, deadlock, lost connection: try again later */
-    return err == 1205 || err == 1213 || err == 2006 || err == 2013;
-}
-
 static sc_handler_status handle(void *state, struct st_mysql *conn, const struct sc_event *ev,
                                 char *reason, size_t reason_len)
 {
@@ -48,7 +42,10 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         unsigned err = mysql_errno(conn);
         snprintf(reason, reason_len, "insert notification_job: error %u (SQLSTATE %s): %s", err,
                  mysql_sqlstate(conn), mysql_error(conn));
-        return is_transient(err) ? SC_HANDLER_RETRY : SC_HANDLER_REJECT;
+        /* The sidecar's own list: deadlocks, lock waits, every form of lost
+         * connection and a node that is read-only during a failover mean try
+         * again later; anything else is permanent for this event. */
+        return sc_handler_error_is_transient(err) ? SC_HANDLER_RETRY : SC_HANDLER_REJECT;
     }
     return SC_HANDLER_OK;
 }
