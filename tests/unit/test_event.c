@@ -48,8 +48,13 @@ static void deep_data_verbatim(int depth, int objects, const char *inner, const 
     } else {
         data = nested(depth, inner);
     }
-    size_t dlen = strlen(data);
-    char *body = malloc(dlen + 200);
+    size_t dlen = data ? strlen(data) : 0;
+    char *body = data ? malloc(dlen + 200) : NULL;
+    if (!body) {
+        ok(0, "out of memory building a %d-level body", depth);
+        free(data);
+        return;
+    }
     sprintf(body, "{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"%s\":%s}",
             key, data);
     struct sc_parsed_event e;
