@@ -16,6 +16,7 @@
 #include "log.h"
 #include "io/http.h"
 #include "metrics.h"
+#include "notify.h"
 #include "outbox_rules.h"
 
 #define POLL_MIN_MS 5
@@ -688,6 +689,7 @@ int sc_relay_run(const struct sc_config *cfg)
     }
     sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms)", r.worker_id,
             r.rc->exchange, batch, r.rc->lease_ms);
+    sc_notify_ready("relaying: /readyz tells when connected");
     if (sc_log_enabled(SC_LOG_DEBUG)) {
         char sql[768];
         snprintf(sql, sizeof sql, CLAIM_EXPIRED_SQL, batch);
