@@ -3,8 +3,10 @@
 # initialised): creates the least-privilege users of sql/grants/, one per role.
 # Sourced by the entrypoint (this file is not executable), so it uses the
 # entrypoint's docker_process_sql; run on its own, it uses the mysql client
-# with MYSQL_ROOT_PASSWORD from the environment (never on a command line).
-for sidecar_grants in /docker-entrypoint-initdb.d/grants/*.sql; do
+# with MYSQL_ROOT_PASSWORD from the environment (never on a command line),
+# and SIDECAR_SQL_DIR names the folder that holds grants/ (an edited copy of
+# /usr/share/sidecar/sql on a system install).
+for sidecar_grants in "${SIDECAR_SQL_DIR:-/docker-entrypoint-initdb.d}"/grants/*.sql; do
     echo "sidecar: applying $sidecar_grants"
     if command -v docker_process_sql >/dev/null 2>&1; then
         docker_process_sql <"$sidecar_grants"
