@@ -17,7 +17,9 @@ COPY producer producer
 COPY handlers handlers
 COPY examples examples
 COPY tests tests
-RUN meson setup /build --buildtype=release -Dfault_points=false -Dtests=false --prefix=/opt/sidecar -Dlibdir=lib \
+COPY deploy deploy
+COPY sql sql
+RUN meson setup /build --buildtype=release -Dfault_points=false -Dtests=false -Dinstall_examples=true --prefix=/opt/sidecar -Dlibdir=lib \
  && ninja -C /build install
 
 # docker run --rm -v "$PWD/my_handler:/src:ro" -v "$PWD/out:/out" sidecar-handler-sdk

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/url.h"
 
@@ -499,14 +500,33 @@ static int split_urls(const char *text, char ***list, size_t *n, const char *var
     return 0;
 }
 
+/* The systemd credential for SIDECAR_X_URL, $CREDENTIALS_DIRECTORY/x_url
+ * (LoadCredential=x_url:...), into buf. Returns buf when that file exists. */
+static const char *credential_file(const char *var, char *buf, size_t len)
+{
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    if (!dir || !dir[0] || strncmp(var, "SIDECAR_", 8) != 0)
+        return NULL;
+    size_t n = (size_t)snprintf(buf, len, "%s/", dir);
+    for (const char *p = var + 8; *p && n + 1 < len; p++)
+        buf[n++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    if (n >= len)
+        return NULL;
+    buf[n] = '\0';
+    return access(buf, F_OK) == 0 ? buf : NULL;
+}
+
 /* SIDECAR_X (a comma-separated list of URLs) overrides the file;
  * SIDECAR_X_FILE names files (comma-separated) that hold them, one secret
- * file per node if wanted. */
+ * file per node if wanted; with neither, the systemd credential x (read
+ * like SIDECAR_X_FILE). */
 static int apply_env_urls(char ***dst, size_t *dst_n, const char *var, char *err, size_t err_len)
 {
-    char filevar[64];
+    char filevar[64], cred[4096];
     snprintf(filevar, sizeof filevar, "%s_FILE", var);
     const char *direct = getenv(var), *files = getenv(filevar);
+    if (!(direct && direct[0]) && !(files && files[0]))
+        files = credential_file(var, cred, sizeof cred);
     char **list = NULL;
     size_t n = 0;
     if (direct && direct[0]) {

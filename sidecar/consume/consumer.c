@@ -18,6 +18,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "plugin.h"
 #include "consume/batch_io.h"
 #include "consume/worker.h"
@@ -272,6 +273,8 @@ int sc_consume_run(const struct sc_config *cfg)
             started++;
         }
     }
+    if (started == n_workers)
+        sc_notify_ready("consuming: workers started, /readyz tells when connected");
     for (size_t i = 0; i < started; i++)
         pthread_join(ws[i].thread, NULL);
     sc_http_stop(http); /* before the metrics it reads go away */

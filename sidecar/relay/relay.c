@@ -11,6 +11,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "relay_core.h"
 #include "relay_db.h"
 
@@ -186,6 +187,7 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms)", worker_id,
             rc->exchange, rc->batch, rc->lease_ms);
     sc_relay_db_log_claim_sql(rc->batch);
+    sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {
         if (core.phase == SC_RELAY_CLAIM)

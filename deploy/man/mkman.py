@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Writes sidecar(1) or sidecar.json(5) from the built binary's own tables:
+the commands, the environment and the exit status from `sidecar help`, every
+config key, its default, bounds and meaning from `sidecar help config`. What
+the binary does not print (descriptions, files, the units) is written here.
+
+usage: mkman.py SIDECAR PAGE VERSION CONFDIR HANDLERDIR SQLDIR OUTPUT
+  PAGE is sidecar.1 or sidecar.json.5
+
+A variable or exit status the binary names and this script cannot describe
+fails the build: the page is never silently behind the code."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+# The date of the source (dpkg-buildpackage sets SOURCE_DATE_EPOCH from the
+# changelog), never the build's: the page is reproducible.
+_epoch = os.environ.get("SOURCE_DATE_EPOCH")
+DATE = time.strftime("%Y-%m-%d", time.gmtime(int(_epoch))) if _epoch else ""
+
+# What the environment variables `sidecar help` names mean; the build fails
+# when it names one this table lacks.
+ENVIRONMENT = {
+    "SIDECAR_AMQP_URL": "The broker URL(s), comma-separated; overrides amqp.url of the config.",
+    "SIDECAR_MYSQL_URL": "The database URL(s), comma-separated; overrides mysql.url of the config.",
+    "SIDECAR_AMQP_URL_FILE": "Files (comma-separated) holding the broker URL(s), one per line or "
+                             "comma-separated: for secrets. Ignored when SIDECAR_AMQP_URL is set.",
+    "SIDECAR_MYSQL_URL_FILE": "Files holding the database URL(s), as SIDECAR_AMQP_URL_FILE.",
+    "SIDECAR_LOG_LEVEL": "debug, info, warn or error; overrides log.level.",
+}
+# Set by the service manager, not by the operator.
+SYSTEMD_ENVIRONMENT = {
+    "CREDENTIALS_DIRECTORY": "Where systemd put the unit's credentials. With neither SIDECAR_AMQP_URL "
+                             "nor SIDECAR_AMQP_URL_FILE set, the file amqp_url there is read as if "
+                             "named by SIDECAR_AMQP_URL_FILE; mysql_url likewise.",
+    "NOTIFY_SOCKET": "consume and relay send READY=1 there once the config is valid, the handlers "
+                     "are loaded and the listener is up (Type=notify).",
+}
+
+SPECIALS = {"\u2014": r"\(em", "\u2013": r"\(en", "\u2264": r"\(<=", "\u2265": r"\(>=",
+            "\u2026": "...", "\u00d7": r"\(mu", "\u2192": r"\(->", "\u00f7": r"\(di"}
+
+
+def esc(text):
+    """Plain text to roff: backslashes, leading dots, dashes, the few
+    non-ASCII signs the tables use; `code` in bold, [text](link) as text."""
+    text = text.replace("\\", r"\e")
+    text = re.sub(r"\[([^\]]+)\]\(([^)#]+\.md)[^)]*\)", r"docs/\2", text)
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
+    text = text.replace("-", r"\-")
+    text = re.sub(r"`([^`]*)`", r"\\fB\1\\fR", text)
+    for k, v in SPECIALS.items():
+        text = text.replace(k, v)
+    bad = sorted({c for c in text if ord(c) > 126})
+    if bad:
+        sys.exit(f"mkman.py: no roff spelling for {bad!r} in: {text}")
+    if text[:1] in (".", "'"):
+        text = r"\&" + text
+    return text
+
+
+def run(sidecar, *args):
+    return subprocess.run([sidecar, *args], check=True, capture_output=True, text=True).stdout
+
+
+def parse_help(out):
+    """`sidecar help`: commands (synopsis, text), environment names, exit
+    statuses {code: meaning}."""
+    commands, env, exits = [], [], {}
+    for line in out.splitlines():
+        if line.startswith("      ") and commands:
+            commands[-1][1] = (commands[-1][1] + " " + line.strip()).strip()
+        elif line.startswith("  ") and line.strip():
+            commands.append([re.sub(r"\s+", " ", line.strip()), ""])
+        elif line.startswith("Environment:"):
+            body = line.split(":", 1)[1]
+            env += [n for n in re.findall(r"[A-Z][A-Z0-9_]+", body) if "_" in n]
+            if "*_FILE" in body:  # "(or *_FILE)": the file form of each URL variable
+                env += [n + "_FILE" for n in env if n.endswith("_URL")]
+        elif line.startswith("Exit status:"):
+            for code, meaning in re.findall(r"(\d+) ([^,.]+)", line.split(":", 1)[1]):
+                exits[int(code)] = meaning.strip()
+    if not commands or not env or not exits:
+        sys.exit("mkman.py: `sidecar help` did not list commands, environment and exit status")
+    return commands, env, exits
+
+
+def synopsis_roff(syn):
+    """consume -c FILE -> \\fBsidecar consume\\fR \\fB\\-c\\fR \\fIFILE\\fR ..."""
+    words = syn.split(" ")
+    out = [r"\fBsidecar " + esc(words[0]) + r"\fR"]
+    for w in words[1:]:
+        bare = w.strip("[]|.")
+        if re.fullmatch(r"[A-Z_]+(\.json)?", bare):
+            out.append(esc(w).replace(esc(bare), r"\fI" + esc(bare) + r"\fR"))
+        elif w.startswith("-") or w.startswith("[-") or re.fullmatch(r"[a-z|]+", w):
+            out.append(r"\fB" + esc(w) + r"\fR")
+        else:
+            out.append(esc(w))
+    return " ".join(out)
+
+
+def header(name, section, version, title):
+    return [
+        '.\\" Generated by deploy/man/mkman.py from the tables of the built binary; do not edit.',
+        f'.TH {esc(name.upper())} {section} "{DATE}" "sidecar {version}" "{title}"',
+    ]
+
+
+def page_sidecar(sidecar, version, confdir, handlerdir, sqldir):
+    commands, env, exits = parse_help(run(sidecar, "help"))
+    unknown = [n for n in env if n not in ENVIRONMENT]
+    if unknown:
+        sys.exit(f"mkman.py: `sidecar help` names {unknown}, which ENVIRONMENT does not describe")
+    o = header("sidecar", 1, version, "sidecar manual")
+    o += [".SH NAME", r"sidecar \- repeatable RabbitMQ delivery into MySQL, and an outbox relay",
+          ".SH SYNOPSIS"]
+    for syn, _ in commands:
+        o += [".br", synopsis_roff(syn)]
+    o += [".SH DESCRIPTION",
+          esc("sidecar runs beside a consumer service. `sidecar consume` takes each message "
+              "from its queue, and in one MySQL transaction inserts `consumed_event(consumer_name, "
+              "event_id)` under the unique key `uq_consumed_event_identity` and runs the local "
+              "effect of a handler plugin (.so) on the same connection; it commits, and only then "
+              "acks. A repeat of an event meets the unique key and is acked without a second effect. "
+              "`sidecar relay` publishes the rows a producer wrote to `outbox_event` in its own "
+              "business transaction, under publisher confirms, and marks them PUBLISHED."),
+          ".PP",
+          esc("Every command but version and help reads one JSON config file, described in "
+              "sidecar.json(5). Logs are one JSON object per line on standard error."),
+          ".SH COMMANDS"]
+    for syn, text in commands:
+        o += [".TP", synopsis_roff(syn), esc(text[:1].upper() + text[1:]) + "."]
+    o += [".SH EXIT STATUS"]
+    for code in sorted(exits):
+        o += [".TP", f".B {code}", esc(exits[code][:1].upper() + exits[code][1:]) + "."]
+    o += [".PP", esc("Under systemd, exit status 2 (a bad config or a refused handler) is not "
+                     "restarted: RestartPreventExitStatus=2.")]
+    o += [".SH ENVIRONMENT"]
+    for name in env:
+        o += [".TP", f".B {esc(name)}", esc(ENVIRONMENT[name])]
+    for name, text in SYSTEMD_ENVIRONMENT.items():
+        o += [".TP", f".B {esc(name)}", esc(text)]
+    o += [".SH FILES",
+          ".TP", f".I {esc(confdir)}/NAME.json",
+          esc("The config of the units' instance NAME."),
+          ".TP", f".I {esc('/etc/credstore/sidecar.NAME.amqp_url')}",
+          ".TQ", f".I {esc('/etc/credstore/sidecar.NAME.mysql_url')}",
+          esc("The URLs of instance NAME, with their passwords (root-owned, mode 600); the units "
+              "pass them in with LoadCredential=. Absent: the URLs come from the config."),
+          ".TP", f".I {esc(handlerdir)}/",
+          esc("The handlers that come with the package: notification_job.so (the sample) and "
+              "sql.so (statements from handler_config, no C)."),
+          ".TP", f".I {esc(sqldir)}/",
+          esc("The schema, numbered files to apply in order, and grants/ with one least-privilege "
+              "user per role (edit the passwords first)."),
+          ".SH SYSTEMD",
+          esc("Two template units run one config each: `sidecar-consume@NAME.service` runs "
+              f"`sidecar consume -c {confdir}/NAME.json`, `sidecar-relay@NAME.service` runs "
+              f"`sidecar relay -c {confdir}/NAME.json`, as the system user sidecar, "
+              "Type=notify, Restart=on-failure. Consume and relay instances need their own "
+              "http.listen each. Local changes go in a drop-in: `systemctl edit "
+              "sidecar-consume@NAME`."),
+          ".SH SEE ALSO", r"\fBsidecar.json\fR(5), \fBsystemd.exec\fR(5), \fBsystemd\-creds\fR(1)"]
+    return o
+
+
+def page_config(sidecar, version, confdir, handlerdir, sqldir):
+    table = run(sidecar, "help", "config").splitlines()
+    if not table or not table[0].startswith("| key | default | meaning |"):
+        sys.exit("mkman.py: `sidecar help config` did not print its table")
+    rows = []
+    for line in table[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) != 3:
+            sys.exit(f"mkman.py: cannot read the row {line!r}")
+        rows.append(cells)
+    o = header("sidecar.json", 5, version, "sidecar manual")
+    o += [".SH NAME", r"sidecar.json \- configuration of sidecar(1)",
+          ".SH SYNOPSIS", f".I {esc(confdir)}/NAME.json",
+          ".SH DESCRIPTION",
+          esc("One JSON object. Unknown keys and values out of bounds stop start-up with a "
+              "message naming the key (exit status 2). Sections that are absent take their "
+              "defaults; `consumers` is needed by `sidecar consume`, `relay` by `sidecar relay`. "
+              "SIDECAR_AMQP_URL and SIDECAR_MYSQL_URL (or their _FILE forms, or the systemd "
+              "credentials amqp_url and mysql_url) override the URLs; see sidecar(1)."),
+          ".SH KEYS",
+          esc("Every key, with its default and, for numbers, its bounds. `a.b` is key b of "
+              "object a; `a[].b` is key b of each element of array a.")]
+    section = None
+    for key, default, meaning in rows:
+        key = key.strip("`")
+        top = re.split(r"[.\[]", key, 1)[0]
+        if top != section:
+            section = top
+            o += [".SS " + esc(top)]
+        o += [".TP", r"\fB" + esc(key) + r"\fR (default: " + esc(default) + ")", esc(meaning)]
+    o += [".SH EXAMPLE", ".EX"]
+    o += [esc(line) if line.strip() else "" for line in EXAMPLE.format(handlerdir=handlerdir).splitlines()]
+    o += [".EE",
+          ".SH FILES", ".TP", f".I {esc('/usr/share/doc/sidecar/examples/')}",
+          esc("consume.json and relay.json, ready for the units."),
+          ".SH SEE ALSO", r"\fBsidecar\fR(1)"]
+    return o
+
+
+EXAMPLE = """{{
+  "amqp":  {{ "url": "amqp://sidecar:secret@127.0.0.1:5672/%2f" }},
+  "mysql": {{ "url": "mysql://sidecar:secret@127.0.0.1:3306/app" }},
+  "http":  {{ "listen": "127.0.0.1:9464" }},
+  "consumers": [
+    {{ "name": "notification-planner",
+      "bindings": [ {{ "exchange": "orders", "routing_key": "ORDER_ACCEPTED" }} ],
+      "handler": "{handlerdir}/notification_job.so" }} ]
+}}"""
+
+
+def main():
+    sidecar, page, version, confdir, handlerdir, sqldir, output = sys.argv[1:8]
+    make = {"sidecar.1": page_sidecar, "sidecar.json.5": page_config}[page]
+    lines = make(sidecar, version, confdir, handlerdir, sqldir)
+    with open(output, "w", encoding="ascii") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
