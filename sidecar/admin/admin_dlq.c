@@ -212,9 +212,20 @@ static void free_dead(struct dead *ds, int n)
  * message read with a delivery count of DLQ_REFRESH_AT or more is put back
  * first as a fresh copy (unless it matches `spare`, about to be replayed and
  * removed). Returns the count, or -1 with err set. */
+/* A browse holds every message it read until it gives them back; only the
+ * bodies the command prints or republishes are kept, so `list` over 10,000
+ * dead letters holds their headers, not their bodies. */
+static void drop_body(struct dead *d, int wanted)
+{
+    if (wanted)
+        return;
+    amqp_bytes_free(d->msg.body);
+    d->msg.body = amqp_empty_bytes;
+}
+
 static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
-                  int refresh, const char *spare, int spare_all, int *held, char *err,
-                  size_t err_len)
+                  int refresh, const char *spare, int spare_all, int bodies, const char *keep,
+                  int *held, char *err, size_t err_len)
 {
     const char *queue = k->dead_letter_queue;
     amqp_queue_declare_ok_t *q = amqp_queue_declare(a->conn, SC_AMQP_CHANNEL,
@@ -244,8 +255,14 @@ static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
         }
         n++;
         identify(d);
-        if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare)))
+        /* The frames the body came in stay in the connection's pool until
+         * released: without this a browse holds every body twice. */
+        amqp_maybe_release_buffers(a->conn);
+        int wanted = bodies && (!keep || matches(d, keep));
+        if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare))) {
+            drop_body(d, wanted);
             continue;
+        }
         enum sc_publish_result res;
         int c = publish_copy(a, d, queue, 0, &res, err, err_len);
         if (c < 0)
@@ -253,6 +270,7 @@ static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
         if (c == 1 && sc_amqp_ack(a, d->tag, 0) == 0)
             d->tag = 0;
         /* Not confirmed: it stays as it is, one delivery more. */
+        drop_body(d, wanted);
     }
     return n;
 failed:
@@ -413,7 +431,8 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         snprintf(err, sizeof err, "out of memory");
     else if (sc_amqp_confirm_select(&a, err, sizeof err) == 0)
         n = browse(&a, k, ds, DLQ_MAX, strcmp(k->queue_type, "quorum") == 0,
-                   replaying ? filter : NULL, replaying && !filter, &held, err, sizeof err);
+                   replaying ? filter : NULL, replaying && !filter, !list, filter, &held, err,
+                   sizeof err);
     if (n < 0) {
         fprintf(stderr, "sidecar dlq: %s\n", err);
         sc_amqp_close(&a);

@@ -4,6 +4,7 @@ batch stops gathering once its bodies reach the bound, so a queue of large
 messages behind a prefetch of 64 costs one large body at a time, not 64.
 Checked by the consumer's peak RSS (VmHWM) against the body size."""
 import json
+import subprocess
 
 from harness import *
 
@@ -22,6 +23,20 @@ def status_kib(field):
     return None
 
 
+def dlq_list():
+    """`sidecar dlq list` of this consumer: (its output, its peak RSS in KiB)."""
+    cfg_path = os.path.join(sc.dir, "dlq.json")
+    with open(cfg_path, "w") as f:
+        json.dump(dict(sc.config, mysql={"url": os.environ["SC_TEST_MYSQL_ADMIN_URL"]}), f)
+    p = subprocess.Popen([SIDECAR, "dlq", "list", sc.name, "-c", cfg_path], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=dict(os.environ, ASAN_OPTIONS=asan))
+    out = p.stdout.read().decode()
+    _, status, usage = os.wait4(p.pid, 0)
+    return (out if os.waitstatus_to_exitcode(status) == 0 else "exit status %d: %s" % (status, out),
+            usage.ru_maxrss)
+
+
+empty_listed, rss_empty = dlq_list()
 before = status_kib("VmHWM")
 events = new_events(N_SMALL + N_BIG, start=9100)
 small = [e for e, _ in events[:N_SMALL]]
@@ -49,6 +64,16 @@ diag(f"peak RSS {before / 1024:.1f} MiB before, {after / 1024:.1f} MiB after {N_
 ok(after - before <= 2.5 * BIG / 1024,
    f"peak RSS grew {(after - before) / 1024:.1f} MiB: at most 2.5 large bodies at a time "
    f"({2.5 * BIG / 1024 / 1024:.0f} MiB)")
+# `dlq list` over the large dead letters keeps their headers, not their
+# bodies (dropped as they are read; the frames they came in released).
+listed, rss = dlq_list()
+ok(f"{N_BIG} message(s)" in listed, f"dlq list shows the {N_BIG} large dead letters",
+   detail=listed[-400:])
+diag(f"dlq list peak RSS {rss / 1024:.1f} MiB over {N_BIG} bodies of {BIG // (1024 * 1024)} MiB "
+     f"({rss_empty / 1024:.1f} MiB over an empty DLQ)")
+ok((rss - rss_empty) * 1024 < (N_BIG - 1) * BIG,
+   f"dlq list does not hold every body ({(rss - rss_empty) / 1024:+.1f} MiB; all would be "
+   f"{N_BIG * BIG / 1024 / 1024:.0f} MiB, twice that before the bodies were dropped)")
 got = drain(sc.dlq)
 reasons = [(p.headers or {}).get("x-sidecar-reason", b"") for p, _ in got]
 reasons = [r.decode() if isinstance(r, bytes) else str(r) for r in reasons]
