@@ -7,6 +7,7 @@
 
 #include "admin/admin.h"
 #include "config.h"
+#include "console/console.h"
 #include "consume/consumer.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -49,8 +50,9 @@ static const struct command commands[] = {
     {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, run_relay},
     {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
      0, run_check},
-    {"inspect", "inspect -c FILE EVENT_ID [--json]",
-     "the event's state everywhere; exit 1 when nothing is known", 1, 0, sc_inspect_run},
+    {"inspect", "inspect -c FILE EVENT_ID [--json] | --aggregate TYPE ID [--json]",
+     "the event's state everywhere, or every event of an aggregate in order; exit 1 when "
+     "nothing is known", 1, 0, sc_inspect_run},
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
      "delete consumed_event and PUBLISHED outbox_event rows past retention", 1, 0, sc_purge_run},
     {"dlq", "dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]",
@@ -58,6 +60,8 @@ static const struct command commands[] = {
     {"try", "try     -c FILE --consumer NAME EVENT.json...",
      "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "
      "when every event would apply", 1, 0, sc_try_run},
+    {"console", "console -c FILE", "the operator console (page and JSON API) on console.listen "
+     "until SIGTERM/SIGINT", 0, 1, sc_console_run},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
