@@ -153,7 +153,7 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         json_object_set_new(ev, "lease_owner", cell_json(&rows, r, "lease_owner"));
         json_object_set_new(ev, "lease_until", cell_json(&rows, r, "lease"));
         json_t *c = json_object_get(consumed, ids[r]);
-        json_object_set(ev, "consumed", c ? c : json_object());
+        json_object_set_new(ev, "consumed", c ? json_incref(c) : json_object());
         json_array_append_new(events, ev);
     }
     json_t *next = json_null();

@@ -45,6 +45,8 @@ static int run_captured(char *const argv[], char *out, size_t out_len)
     posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
     posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* None of the console's sockets (listener, database, broker) go along. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     pid_t pid;
     int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

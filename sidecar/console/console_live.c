@@ -320,7 +320,7 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     json_t *at;
     json_object_foreach(mine, name, at)
         known |= json_is_string(at);
-    json_object_set(out, "consumed", mine ? mine : json_object());
+    json_object_set_new(out, "consumed", mine ? json_incref(mine) : json_object());
     json_decref(consumed);
 
     /* The sample handler's effect, where its table exists and may be read. */
