@@ -1,5 +1,7 @@
 #include "db_rows.h"
 
+#include "log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,9 @@ int sc_db_select_params(struct sc_db *db, const char *sql, const char *const *pa
                         struct sc_db_err *e)
 {
     memset(out, 0, sizeof *out);
+    /* The text only: parameters are bound, never part of it (tests read
+     * these lines to check each statement's plan). */
+    sc_debug("sql: %s", sql);
     if (!db->conn) {
         sc_db_last_error(db, e);
         return -1;

@@ -7,6 +7,7 @@ the token (or from another origin, or on a read-only console) are refused,
 and a dead database and broker show as such instead of a hanging page.
 `sidecar inspect --aggregate` lists an aggregate's events in order.
 Screenshots go to $SC_ARTIFACTS (the build's artifacts/console)."""
+import re
 import secrets
 import urllib.error
 import urllib.parse
@@ -21,12 +22,15 @@ ARTIFACTS = os.environ.get("SC_ARTIFACTS") or tempfile.mkdtemp(prefix="sc-consol
 if not os.path.exists(CHROMIUM):
     bail(f"{CHROMIUM} is missing (Debian: chromium; tests/install-deps installs it)")
 NODE = node_modules()
+for old in ("console-overview.png", "console-find.png", "console-dead-servers.png"):
+    if os.path.exists(os.path.join(ARTIFACTS, old)):  # a screenshot is only ever of this run
+        os.remove(os.path.join(ARTIFACTS, old))
 
 
 class Console:
     """`sidecar console` with its own config; logs per run like Sidecar."""
 
-    def __init__(self, consumers, token=None, mysql_url=None, amqp_url=None):
+    def __init__(self, consumers, token=None, mysql_url=None, amqp_url=None, env=None):
         self.dir = tempfile.mkdtemp(prefix="sc-console-")
         self.config = {"amqp": {"url": amqp_url or os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
                        # least privilege: the admin user (sql/grants/admin.sql)
@@ -43,6 +47,7 @@ class Console:
         with open(self.config_path, "w") as f:
             json.dump(self.config, f)
         self.env = dict(os.environ)
+        self.env.update(env or {})
         self.log_paths = []
         self.proc = None
         self.port = None
@@ -185,7 +190,9 @@ ok(rc == 1 and "no events" in out, "inspect --aggregate of an unknown aggregate:
 
 # ---- the console's API ------------------------------------------------------------
 token = secrets.token_hex(16)
-con = Console(sc.config["consumers"], token=token)
+# At debug level the console logs the text of each statement it prepares
+# (parameters are bound, never in it): their plans are checked below.
+con = Console(sc.config["consumers"], token=token, env={"SIDECAR_LOG_LEVEL": "debug"})
 if not con.start():
     bail("console did not start")
 ok(wait_until(lambda: con.request("/api/overview")[2]["database"]["state"] == "ok"
@@ -216,6 +223,12 @@ status, _, bad = con.request("/api/outbox?status=ANY")
 is_eq(status, 400, "an unknown status is refused")
 status, _, ev = con.request("/api/event?id=urn:uuid:" + replay_id.upper())
 ok(status == 200 and ev.get("event_id") == replay_id and ev.get("uuid"), "/api/event takes any UUID spelling", detail=ev)
+status, _, agg = con.request(f"/api/aggregate?type=ORDER&id={agg_id}&limit=2")
+ok(status == 200 and [e["event_id"] for e in agg["events"]] == agg_events[:2] and agg["next"],
+   "/api/aggregate: the first 2 events in order, and a cursor", detail=agg)
+status, _, agg2 = con.request(f"/api/aggregate?type=ORDER&id={agg_id}&limit=2&after=" + urllib.parse.quote(agg["next"]))
+ok(status == 200 and [e["event_id"] for e in agg2["events"]] == agg_events[2:] and agg2["next"] is None,
+   "/api/aggregate: the rest on the next page", detail=agg2)
 status, _, found = con.request("/api/dlq/find?id=" + replay_id)
 ok(status == 200 and len(found["hits"]) == 1 and "locked" in found["hits"][0]["reason"],
    "/api/dlq/find finds the dead letter with its reason", detail=found)
@@ -257,6 +270,43 @@ refusals = [l for l in con.lines() if l.get("outcome") == "refused"]
 ok(len(refusals) >= 4 and all("from 127.0.0.1:" in l["msg"] for l in refusals), "refusals are logged with the peer",
    detail=refusals[:2])
 
+# ---- every statement the console ran reads an index range, nothing sorts a table ----
+SAMPLE = {"created_at": "'2026-01-01 00:00:00'", "lease_until": "'2026-01-01 00:00:00'", "id": "1",
+          "event_id": "'00000000-0000-4000-8000-000000000000'", "status": "'PENDING'",
+          "consumer_name": "'x'", "aggregate_type": "'ORDER'", "aggregate_id": "'1'"}
+
+
+def bind_sample(sql):
+    """The statement with each ? replaced by a value of its column's type."""
+    out, pos = [], 0
+    for m in re.finditer(r"\?", sql):
+        before = sql[:m.start()]
+        col = re.findall(r"(\w+)\s*(?:=|>=|<=|>|<|IN\s*\((?:\?,\s*)*)\s*$", before)
+        out.append(sql[pos:m.start()] + SAMPLE.get(col[-1] if col else "", "'0'"))
+        pos = m.end()
+    return "".join(out) + sql[pos:]
+
+
+stmts = sorted({l["msg"][5:] for l in con.lines() if l.get("msg", "").startswith("sql: ")})
+plans_bad, checked = [], 0
+for sql in stmts:
+    if not sql.lstrip().upper().startswith("SELECT"):
+        continue
+    with admin_db() as c, c.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute("EXPLAIN " + bind_sample(sql))
+        rows = cur.fetchall()
+    checked += 1
+    for r in rows:
+        extra = r.get("Extra") or ""
+        if r.get("table") in ("outbox_event", "consumed_event") and (r.get("type") == "ALL" or not r.get("key")):
+            plans_bad.append(f"{sql}\n  -> scans {r['table']}: {r}")
+        if "filesort" in extra and r.get("table") == "outbox_event":
+            plans_bad.append(f"{sql}\n  -> sorts: {r}")
+        if "COUNT(*) FROM (SELECT 1" in sql and r.get("table") == "outbox_event" and "Using index" not in extra:
+            plans_bad.append(f"{sql}\n  -> a count that reads rows, not the index: {r}")
+ok(checked >= 8 and not plans_bad, f"each of the {checked} SELECTs the console ran reads an index range "
+   "(no full scan, no sort of outbox_event, counts from the index alone)", detail="\n".join(plans_bad) or stmts)
+
 # ---- the browser ------------------------------------------------------------------
 browser({"mode": "main", "url": con.url("/"), "token": token, "counts": counts, "consumer": name,
          "dlq_depth": dlq_depth, "hostile": [HOSTILE_1, HOSTILE_2, HOSTILE_3, "<script>window.__probe=4</script>"],
@@ -280,7 +330,7 @@ acts = [l["msg"] for l in con.lines() if l.get("outcome") in ("replay", "set_pen
 ok(any("alice from 127.0.0.1" in m and "exit 0" in m for m in acts)
    and any(f"alice from 127.0.0.1" in m and "from FAILED to PENDING" in m for m in acts),
    "each action is logged with who and what", detail="\n".join(acts))
-con.stop()
+is_eq(con.stop(), 0, "the console stops cleanly on SIGTERM (exit 0; under ASan: nothing leaked)")
 sc.stop()
 
 # ---- a dead database and a dead broker ----------------------------------------------
@@ -308,7 +358,7 @@ if dead.start():
     ok(status == 503 and "database" in r.get("error", "") and time.time() - t0 < 10,
        f"a list asked of a hung database fails in {time.time() - t0:.1f} s with the reason", detail=r)
     browser({"mode": "dead", "url": dead.url("/")})
-    dead.stop()
+    is_eq(dead.stop(), 0, "a console whose servers never answered stops cleanly too")
 hole.close()
 
 diag(f"screenshots in {ARTIFACTS}")
