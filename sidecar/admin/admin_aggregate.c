@@ -41,12 +41,23 @@ json_t *sc_consumer_names_json(struct sc_db *db, const struct sc_config *cfg,
     return names;
 }
 
-json_t *sc_consumption_json(struct sc_db *db, const json_t *names, const char *const *ids,
-                            int n_ids, struct sc_db_err *e)
+json_t *sc_consumption_json(struct sc_db *db, const struct sc_config *cfg, const json_t *names,
+                            const char *const *ids, int n_ids, json_t **kept,
+                            struct sc_db_err *e)
 {
     json_t *out = json_object();
-    if (!out || n_ids <= 0)
+    if (kept)
+        *kept = NULL;
+    if (!out)
+        return NULL;
+    if (n_ids <= 0) {
+        if (kept) {
+            *kept = json_array();
+            for (size_t i = 0; i < cfg->n_consumers; i++)
+                json_array_append_new(*kept, json_string(cfg->consumers[i].name));
+        }
         return out;
+    }
     if (n_ids > SC_AGGREGATE_PAGE_MAX)
         n_ids = SC_AGGREGATE_PAGE_MAX;
     /* A fixed number of placeholders (padded with the first id), so the
@@ -65,13 +76,20 @@ json_t *sc_consumption_json(struct sc_db *db, const json_t *names, const char *c
         json_object_set_new(out, ids[i], json_object());
     size_t k;
     json_t *name;
+    json_t *keep = json_array();
     json_array_foreach(names, k, name) {
         params[0] = json_string_value(name);
         struct sc_rows rows;
         if (sc_db_select_params(db, sql, params, 1 + n_ids, (size_t)n_ids, 0, &rows, e)) {
             json_decref(out);
+            json_decref(keep);
             return NULL;
         }
+        if (rows.n_rows == 0 && !sc_config_consumer(cfg, params[0])) {
+            sc_rows_free(&rows);
+            continue;
+        }
+        json_array_append(keep, name);
         for (int i = 0; i < n_ids; i++)
             json_object_set_new(json_object_get(out, ids[i]), params[0], json_null());
         for (size_t r = 0; r < rows.n_rows; r++) {
@@ -82,6 +100,10 @@ json_t *sc_consumption_json(struct sc_db *db, const json_t *names, const char *c
         }
         sc_rows_free(&rows);
     }
+    if (kept)
+        *kept = keep;
+    else
+        json_decref(keep);
     return out;
 }
 
@@ -103,7 +125,6 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
                           const char *type, const char *id, const char *after, int limit,
                           struct sc_db_err *e)
 {
-    (void)cfg;
     if (limit < 1)
         limit = 1;
     if (limit > SC_AGGREGATE_PAGE_MAX)
@@ -135,7 +156,8 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
     const char *ids[SC_AGGREGATE_PAGE_MAX];
     for (size_t r = 0; r < n; r++)
         ids[r] = sc_rows_get(&rows, r, 0);
-    json_t *consumed = sc_consumption_json(db, names, ids, (int)n, e);
+    json_t *kept = NULL;
+    json_t *consumed = sc_consumption_json(db, cfg, names, ids, (int)n, &kept, e);
     if (!consumed) {
         sc_rows_free(&rows);
         return NULL;
@@ -162,8 +184,8 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         snprintf(cur, sizeof cur, "%s,%s", sc_rows_get(&rows, n - 1, 9), ids[n - 1]);
         next = json_string(cur);
     }
-    json_t *out = json_pack("{s:s, s:s, s:O, s:o, s:o}", "aggregate_type", type, "aggregate_id",
-                            id, "consumers", names, "events", events, "next", next);
+    json_t *out = json_pack("{s:s, s:s, s:o, s:o, s:o}", "aggregate_type", type, "aggregate_id",
+                            id, "consumers", kept, "events", events, "next", next);
     json_decref(consumed);
     sc_rows_free(&rows);
     return out;
@@ -217,7 +239,7 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
         return 1;
     }
     json_t *names = sc_consumer_names_json(&db, cfg, &e);
-    json_t *all = json_array();
+    json_t *all = json_array(), *seen = json_array();
     char *after = NULL;
     size_t total = 0;
     int rc = 0;
@@ -228,8 +250,15 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
             rc = 1;
             break;
         }
-        size_t i;
-        json_t *ev;
+        size_t i, j;
+        json_t *ev, *c, *s2;
+        json_array_foreach(json_object_get(page, "consumers"), i, c) {
+            int have = 0;
+            json_array_foreach(seen, j, s2)
+                have |= json_equal(c, s2);
+            if (!have)
+                json_array_append(seen, c);
+        }
         json_array_foreach(json_object_get(page, "events"), i, ev) {
             total++;
             if (as_json)
@@ -258,7 +287,7 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
         rc = 1;
     } else if (as_json) {
         json_t *out = json_pack("{s:s, s:s, s:O, s:O}", "aggregate_type", type, "aggregate_id", id,
-                                "consumers", names, "events", all);
+                                "consumers", seen, "events", all);
         char *text = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n", text);
         free(text);
@@ -274,5 +303,6 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
     sc_db_close(&db);
     json_decref(names);
     json_decref(all);
+    json_decref(seen);
     return rc;
 }

@@ -19,11 +19,15 @@ json_t *sc_consumer_names_json(struct sc_db *db, const struct sc_config *cfg,
                                struct sc_db_err *e);
 
 /* The consumed_event rows of ids for each consumer in names: an object
- * {event_id: {consumer: consumed_at}}; n_ids <= SC_AGGREGATE_PAGE_MAX. One
- * indexed statement per consumer (uq_consumed_event_identity). NULL with e
- * filled on a database error. */
-json_t *sc_consumption_json(struct sc_db *db, const json_t *names, const char *const *ids,
-                            int n_ids, struct sc_db_err *e);
+ * {event_id: {consumer: consumed_at | null}}; n_ids <= SC_AGGREGATE_PAGE_MAX.
+ * One indexed statement per consumer (uq_consumed_event_identity). A
+ * consumer the config does not name is kept only when it consumed one of
+ * ids (a database that has seen many consumers does not list them all);
+ * *kept (when not NULL) gets the names kept, in order. NULL with e filled on
+ * a database error. */
+json_t *sc_consumption_json(struct sc_db *db, const struct sc_config *cfg, const json_t *names,
+                            const char *const *ids, int n_ids, json_t **kept,
+                            struct sc_db_err *e);
 
 /* One page of the aggregate's events, oldest first (created_at, event_id),
  * after the cursor `after` (NULL: from the first), at most limit (1 to

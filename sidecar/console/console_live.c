@@ -311,7 +311,7 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     if (!names)
         goto fail;
     const char *ids[1] = {canon};
-    json_t *consumed = sc_consumption_json(db, names, ids, 1, &e);
+    json_t *consumed = sc_consumption_json(db, con->cfg, names, ids, 1, NULL, &e);
     json_decref(names);
     if (!consumed)
         goto fail;
