@@ -187,6 +187,16 @@ static const struct field purge_fields[] = {
      .help = "rows per purge transaction"},
 };
 static const struct table purge_table = {purge_fields, N(purge_fields), 0};
+static const struct field console_fields[] = {
+    {.key = "listen", .type = F_STR, .off = CFG(console_listen), .def_str = "127.0.0.1:9465",
+     .help = "address of `sidecar console` (page, `/api/`, `/metrics`); port 0 picks one"},
+    {.key = "token_file", .type = F_STR, .off = CFG(console_token_file), .def_doc = "— (read-only)",
+     .help = "file of bearer tokens (one per line, `name:token` names its holder) that allow the console's actions; absent: read-only"},
+    {.key = "sample_ms", .type = F_INT, .off = CFG(console_sample_ms), .min = 1000, .max = 60000,
+     .def_int = 10000,
+     .help = "how often the console samples the outbox, consumption and queue depths (an hour of samples is kept)"},
+};
+static const struct table console_table = {console_fields, N(console_fields), 0};
 
 static const struct field top_fields[] = {
     {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table,
@@ -204,6 +214,8 @@ static const struct field top_fields[] = {
      .help = "the outbox relay (only `sidecar relay` needs it)"},
     {.key = "purge", .type = F_OBJ, .off = 0, .sub = &purge_table,
      .help = "`sidecar purge`"},
+    {.key = "console", .type = F_OBJ, .off = 0, .sub = &console_table,
+     .help = "`sidecar console`"},
 };
 static const struct table top_table = {top_fields, N(top_fields), 0};
 

@@ -70,6 +70,9 @@ struct sc_config {
     struct sc_relay_config relay;
     int purge_horizon_s;   /* purge.redelivery_horizon_s */
     int purge_batch;       /* purge.batch */
+    char *console_listen;      /* console.listen */
+    char *console_token_file;  /* console.token_file; NULL: the console is read-only */
+    int console_sample_ms;     /* console.sample_ms */
 };
 
 /* The longest a message of consumer k can keep coming back through its

@@ -8,6 +8,7 @@
 
 #include "admin/admin.h"
 #include "config.h"
+#include "console/console.h"
 #include "consume/consumer.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -60,8 +61,9 @@ static const struct command commands[] = {
      HTTP_DEFAULT_RELAY, run_relay},
     {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
      0, 1, NULL, run_check},
-    {"inspect", "inspect -c FILE EVENT_ID [--json]",
-     "the event's state everywhere; exit 1 when nothing is known", 1, 0, 1, NULL, sc_inspect_run},
+    {"inspect", "inspect -c FILE EVENT_ID [--json] | --aggregate TYPE ID [--json]",
+     "the event's state everywhere, or every event of an aggregate in order; exit 1 when "
+     "nothing is known", 1, 0, 1, NULL, sc_inspect_run},
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
      "delete consumed_event and PUBLISHED outbox_event rows past retention (database only)", 1,
      0, 0, NULL, sc_purge_run},
@@ -70,6 +72,8 @@ static const struct command commands[] = {
     {"try", "try     -c FILE --consumer NAME EVENT.json...",
      "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "
      "when every event would apply (database only)", 1, 0, 0, NULL, sc_try_run},
+    {"console", "console -c FILE", "the operator console (page and JSON API) on console.listen "
+     "until SIGTERM/SIGINT", 0, 1, 1, NULL, sc_console_run},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 

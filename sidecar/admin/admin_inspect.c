@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "admin_aggregate.h"
 #include "io/db.h"
 #include "envelope/event.h"
 
@@ -79,6 +80,9 @@ static json_t *str_or_null(const char *s)
 
 int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
 {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--aggregate") == 0)
+            return sc_inspect_aggregate_run(cfg, argc, argv);
     const char *id = NULL;
     int as_json = 0;
     for (int i = 0; i < argc; i++) {

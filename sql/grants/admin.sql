@@ -1,4 +1,6 @@
--- For the operator commands: inspect (reads), purge (deletes old rows).
+-- For the operator commands: inspect (reads), purge (deletes old rows), and
+-- `sidecar console`, whose one write sets a FAILED outbox row back to PENDING
+-- (only those three columns).
 -- The password: @sidecar_admin_password when the session sets it (sql/zz_grants.sh
 -- does, from the role's URL secret in compose; tests/servers from its test URL), else a
 -- random one nobody knows: set it with ALTER USER before the role connects. No password
@@ -11,4 +13,5 @@ DEALLOCATE PREPARE sc_create_user;
 SET @sc_pw = NULL, @sc_sql = NULL;
 GRANT SELECT, DELETE ON app.consumed_event TO 'sidecar_admin'@'%';
 GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
+GRANT UPDATE (status, lease_owner, lease_until) ON app.outbox_event TO 'sidecar_admin'@'%';
 GRANT SELECT ON app.notification_job TO 'sidecar_admin'@'%';
