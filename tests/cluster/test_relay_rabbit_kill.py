@@ -31,7 +31,8 @@ seen = collections.Counter(json.loads(body)["id"] for _, _, body in msgs)
 is_eq(len(set(seen) & set(ids)), N, "every PUBLISHED event is in the quorum queue (confirmed by the majority)")
 later = [n for n, _ in connects(r, "amqp")[1:]]
 ok(later and later[0] != 0, f"relay reconnected to a surviving node ({later})")
-failed = [l for l in r.lines() if "publishing failed" in l.get("msg", "") or l.get("outcome") == "unconfirmed"]
+failed = [l for l in r.lines() if "publishing failed" in l.get("msg", "")
+          or "broker connection lost" in l.get("msg", "") or l.get("outcome") == "unconfirmed"]
 ok(len(failed) > 0 or len(msgs) > N, f"the death was felt: {len(failed)} failed/unconfirmed publishes, {len(msgs) - N} repeats")
 diag(f"repeat cost: {len(msgs) - N} events published twice")
 restart("rabbit", 3)
