@@ -107,6 +107,16 @@ static int connect_one(struct sc_db *db, const struct sc_config *cfg, const char
 /* Where this thread's next connect starts: after the node it was last on. */
 static _Thread_local size_t next_node;
 
+size_t sc_db_rotation(void)
+{
+    return next_node;
+}
+
+void sc_db_set_rotation(size_t node)
+{
+    next_node = node;
+}
+
 int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e)
 {
     char *const single[1] = {cfg->mysql_url};

@@ -34,6 +34,12 @@ struct sc_db {
  * filled (the last node's error). */
 int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e);
 
+/* Where this thread's next sc_db_connect starts, and setting it back: a
+ * probe connection (the start-up schema check) must not move the node the
+ * daemon's own first connect tries. */
+size_t sc_db_rotation(void);
+void sc_db_set_rotation(size_t node);
+
 /* Prepares sql on the connection; the statement lives until sc_db_close.
  * Returns NULL with e filled on failure. */
 MYSQL_STMT *sc_db_prepare(struct sc_db *db, const char *sql, struct sc_db_err *e);

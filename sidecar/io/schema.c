@@ -103,7 +103,10 @@ int sc_schema_startup(const struct sc_config *cfg, int parts)
     struct sc_db db = {0};
     struct sc_db_err e = {0};
     char why[512];
-    if (sc_db_connect(&db, cfg, &e)) {
+    size_t rotation = sc_db_rotation();
+    int failed = sc_db_connect(&db, cfg, &e);
+    sc_db_set_rotation(rotation);
+    if (failed) {
         sc_log(SC_LOG_WARN, NULL, "schema not checked at start: database not reachable (error %u: "
                "%s); it is checked by `sidecar check`", e.code, e.msg);
         return 0;
