@@ -9,16 +9,9 @@
 #include "consume/batch_core.h"
 #include "consume/republish.h"
 
-static struct sc_envelope_opts envelope_of(const struct sc_consumer_config *k)
-{
-    return (struct sc_envelope_opts){.plain = k->envelope && strcmp(k->envelope, "plain") == 0,
-                                     .plain_source = k->plain_source,
-                                     .plain_subject = k->plain_subject};
-}
-
 int sc_batch_ends_gathering(const struct worker *w, const amqp_envelope_t *env)
 {
-    return !envelope_of(w->c->k).plain && sc_message_is_batch(&env->message.properties);
+    return !sc_envelope_opts_for(w->c->k).plain && sc_message_is_batch(&env->message.properties);
 }
 
 /* The next event of the batch, for delivery d, every field fresh. */
@@ -117,7 +110,7 @@ static void delivery_begin(struct worker *w, struct delivery *d)
     }
     const struct sc_message m = {.props = &d->env.message.properties, .body = d->env.message.body,
                                  .exchange = d->env.exchange, .routing_key = d->env.routing_key};
-    const struct sc_envelope_opts o = envelope_of(k);
+    const struct sc_envelope_opts o = sc_envelope_opts_for(k);
     struct sc_message_events evs;
     char reason[512];
     if (sc_message_open(&m, &o, &evs, reason, sizeof reason)) {
@@ -157,7 +150,7 @@ static void delivery_begin(struct worker *w, struct delivery *d)
         }
         if (sc_log_enabled(SC_LOG_DEBUG)) {
             it->lf.redelivered = d->env.redelivered;
-            sc_log(SC_LOG_DEBUG, &it->lf, "received (%s mode)", sc_message_mode_name(evs.mode));
+            sc_log(SC_LOG_DEBUG, &it->lf, "received");
             it->lf.redelivered = 0;
         }
     }

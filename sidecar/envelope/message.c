@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "envelope/attributes.h"
 #include "json_span.h"
 
@@ -28,6 +29,13 @@ int sc_media_type_is_json(const char *t)
 {
     size_t n = strlen(t);
     return strcmp(t, "application/json") == 0 || (n > 5 && strcmp(t + n - 5, "+json") == 0);
+}
+
+struct sc_envelope_opts sc_envelope_opts_for(const struct sc_consumer_config *k)
+{
+    return (struct sc_envelope_opts){.plain = k->envelope && strcmp(k->envelope, "plain") == 0,
+                                     .plain_source = k->plain_source,
+                                     .plain_subject = k->plain_subject};
 }
 
 int sc_message_is_batch(const amqp_basic_properties_t *p)

@@ -50,6 +50,11 @@ struct sc_message_events {
     size_t (*spans)[2]; /* a batch: each member's [start, end) in the body */
 };
 
+struct sc_consumer_config;
+
+/* A consumer's envelope settings from its config. */
+struct sc_envelope_opts sc_envelope_opts_for(const struct sc_consumer_config *k);
+
 /* 1 when the content type says batch mode (for a cloudevents consumer). */
 int sc_message_is_batch(const amqp_basic_properties_t *p);
 
