@@ -172,12 +172,20 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
             amqp_table_entry_t keep[64];
             int nk = 0;
             if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
-                for (int j = 0; j < p->headers.num_entries && nk < 64; j++)
-                    if (!(p->headers.entries[j].key.len > 10 &&
-                          memcmp(p->headers.entries[j].key.bytes, SC_H_PREFIX, strlen(SC_H_PREFIX)) == 0) &&
-                        !(p->headers.entries[j].key.len == 7 &&
-                          memcmp(p->headers.entries[j].key.bytes, "x-death", 7) == 0))
+                for (int j = 0; j < p->headers.num_entries && nk < 64; j++) {
+                    const amqp_bytes_t *key = &p->headers.entries[j].key;
+                    /* The original route stays: a plain message's type and
+                     * source come from it, and it now arrives through the
+                     * default exchange. */
+                    int route = (key->len == strlen(SC_H_ORIG_EXCHANGE) &&
+                                 memcmp(key->bytes, SC_H_ORIG_EXCHANGE, key->len) == 0) ||
+                                (key->len == strlen(SC_H_ORIG_ROUTING_KEY) &&
+                                 memcmp(key->bytes, SC_H_ORIG_ROUTING_KEY, key->len) == 0);
+                    if (route || (!(key->len > 10 &&
+                                    memcmp(key->bytes, SC_H_PREFIX, strlen(SC_H_PREFIX)) == 0) &&
+                                  !(key->len == 7 && memcmp(key->bytes, "x-death", 7) == 0)))
                         keep[nk++] = p->headers.entries[j];
+                }
             np.headers.num_entries = nk;
             np.headers.entries = keep;
             sc_amqp_props_clear_ttl(&np); /* only the operator may let it expire */
