@@ -155,9 +155,11 @@ static const struct field consumer_fields[] = {
              "`content_type` `application/cloudevents+json`; batch: "
              "`application/cloudevents-batch+json`, each member its own event; binary: a "
              "`specversion` header under one prefix `cloudEvents:`, `cloudEvents_`, `ce-` or "
-             "`ce_`). `plain`: the body is `data` (JSON), the id the `message_id` (a non-UUID "
-             "maps to its UUIDv5), `type` the `type` property or the routing key "
-             "([contract.md](contract.md#message-envelope-contract))"},
+             "`ce_`: the headers are the attributes, the body is `data`, JSON only). `plain`: the "
+             "body is `data` (JSON), the id the `message_id` (a non-UUID maps to its UUIDv5), "
+             "`type` the `type` property or the routing key, `source` `plain_source` or the "
+             "exchange, `subject` from `plain_subject`, `eventversion` an integer header, `time` "
+             "the `timestamp` ([contract.md](contract.md#message-envelope-contract))"},
     {.key = "plain_source", .type = F_STR, .off = CON(plain_source), .def_doc = "the exchange",
      .help = "`envelope` `plain` only: the events' `source`"},
     {.key = "plain_subject", .type = F_STR, .off = CON(plain_subject), .def_doc = "none",

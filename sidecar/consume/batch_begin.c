@@ -9,6 +9,11 @@
 #include "consume/batch_core.h"
 #include "consume/republish.h"
 
+/* A batch holds at most batch_max - 1 deliveries and one batch-mode message. */
+_Static_assert(SC_MESSAGE_BATCH_MAX == SC_BATCH_LIMIT, "a batch message is bounded like a batch");
+_Static_assert(SC_BATCH_LIMIT - 1 + SC_MESSAGE_BATCH_MAX <= SC_ITEM_LIMIT,
+               "the transaction's arrays hold every event of the largest batch");
+
 int sc_batch_ends_gathering(const struct worker *w, const amqp_envelope_t *env)
 {
     return !sc_envelope_opts_for(w->c->k).plain && sc_message_is_batch(&env->message.properties);
