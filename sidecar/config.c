@@ -10,6 +10,8 @@
 
 #include "io/url.h"
 
+#include "envelope/json_span.h"
+
 /* The configuration is described by tables of fields (key, type, where it
  * goes, default, bounds, help). The tables are the one source of truth: one
  * walker parses and applies defaults (for absent sections too), every error
@@ -58,6 +60,7 @@ struct table {
 #define BND(m) offsetof(struct sc_binding, m)
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
+static const char *const envelopes[] = {"cloudevents", "plain", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
 
@@ -152,6 +155,22 @@ static const struct field consumer_fields[] = {
      .max = 536870912, .def_int = 16777216,
      .help = "the largest body handled; a larger message is dead-lettered with that reason. A "
              "batch also stops gathering once its bodies reach this many bytes"},
+    {.key = "envelope", .type = F_STR, .off = CON(envelope), .def_str = "cloudevents",
+     .choices = envelopes,
+     .help = "`cloudevents`: every CloudEvents mode, told apart per message (structured: "
+             "`content_type` `application/cloudevents+json`; batch: "
+             "`application/cloudevents-batch+json`, each member its own event; binary: a "
+             "`specversion` header under one prefix `cloudEvents:`, `cloudEvents_`, `ce-` or "
+             "`ce_`: the headers are the attributes, the body is `data`, JSON only). `plain`: the "
+             "body is `data` (JSON), the id the `message_id` (a non-UUID maps to its UUIDv5), "
+             "`type` the `type` property or the routing key, `source` `plain_source` or the "
+             "exchange, `subject` from `plain_subject`, `eventversion` an integer header, `time` "
+             "the `timestamp` ([contract.md](contract.md#message-envelope-contract))"},
+    {.key = "plain_source", .type = F_STR, .off = CON(plain_source), .def_doc = "the exchange",
+     .help = "`envelope` `plain` only: the events' `source`"},
+    {.key = "plain_subject", .type = F_STR, .off = CON(plain_subject), .def_doc = "none",
+     .help = "`envelope` `plain` only: an RFC 6901 JSON Pointer into the body (`/order/id`) "
+             "whose string or number is the `subject`"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};
@@ -672,6 +691,14 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         }
         if (strcmp(k->dead_letter_queue, k->queue) == 0)
             return fail(err, err_len, "consumers[%zu].dead_letter_queue: must differ from the queue", i);
+        int plain = strcmp(k->envelope, "plain") == 0;
+        if (!plain && (k->plain_source || k->plain_subject))
+            return fail(err, err_len, "consumers[%zu].%s: only with \"envelope\": \"plain\"", i,
+                        k->plain_source ? "plain_source" : "plain_subject");
+        if (k->plain_subject && !sc_json_pointer_valid(k->plain_subject))
+            return fail(err, err_len, "consumers[%zu].plain_subject: \"%s\" is not an RFC 6901 "
+                        "JSON Pointer (\"\" or \"/a/b\", with ~0 for ~ and ~1 for /)", i,
+                        k->plain_subject);
     }
     return 0;
 }

@@ -32,6 +32,9 @@ struct sc_consumer_config {
     char *queue_type;          /* "classic" or "quorum" */
     int db_outage_hold_ms;     /* deliveries kept while the database session is remade */
     int max_message_bytes;     /* larger bodies are dead-lettered; also a batch's byte budget */
+    char *envelope;            /* "cloudevents" (structured, binary, batch) or "plain" */
+    char *plain_source;        /* plain: the source attribute (NULL: the exchange) */
+    char *plain_subject;       /* plain: RFC 6901 pointer into the body for subject, or NULL */
 };
 
 struct sc_relay_config {

@@ -120,6 +120,9 @@ void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *
             put_num_field(&b, "duration_us", f->duration_us);
         if (f->redelivered)
             put(&b, ",\"redelivered\":true", 19);
+        put_str_field(&b, "message_id", f->message_id);
+        if (f->batch_member > 0)
+            put_num_field(&b, "batch_index", (unsigned)(f->batch_member - 1));
     }
     line[b.len++] = '}';
     line[b.len++] = '\n';

@@ -18,6 +18,9 @@ struct sc_log_fields {
     const char *sqlstate;
     uint64_t duration_us;  /* receive to commit, on "applied" */
     int redelivered;       /* the broker's redelivered flag, on "received" */
+    const char *message_id; /* a plain message's message_id that is not a UUID (event_id
+                               is its UUIDv5) */
+    int batch_member;      /* a member of a batch-mode message: its index + 1 (0: not one) */
 };
 
 extern int sc_log_min_level;

@@ -10,6 +10,7 @@
 #include "admin_aggregate.h"
 #include "io/db.h"
 #include "envelope/event.h"
+#include "envelope/uuid_v5.h"
 
 /* Runs a formatted query (the id in it is a validated canonical UUID);
  * returns the result, or NULL with e filled. */
@@ -95,18 +96,23 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
             return 2;
         }
     }
-    if (!id || !sc_is_canonical_uuid(id, strlen(id))) {
-        fprintf(stderr, "sidecar inspect: expected an EVENT_ID (canonical lowercase UUID), got %s\n",
-                id ? id : "nothing");
+    if (!id || !id[0] || strlen(id) > 255) {
+        fprintf(stderr, "sidecar inspect: expected an EVENT_ID (a UUID, or a plain message's "
+                "message_id), got %s\n", id ? id : "nothing");
         return 2;
     }
+    /* A plain message's message_id that is not a UUID names its event by
+     * its UUIDv5 (envelope/uuid_v5.h); a UUID in any spelling is itself. */
+    char canon[37];
+    const char *message_id = sc_message_id_to_event_id(id, strlen(id), canon) == 1 ? id : NULL;
+    id = canon;
     struct sc_db db;
     struct sc_db_err e = {0};
     if (sc_db_connect(&db, cfg, &e)) {
         fprintf(stderr, "sidecar inspect: mysql: error %u: %s\n", e.code, e.msg);
         return 1;
     }
-    json_t *out = json_pack("{s:s}", "event_id", id);
+    json_t *out = json_pack("{s:s, s:s*}", "event_id", id, "message_id", message_id);
     struct unread u = {.errors = json_array()};
     int known = 0;
 
@@ -178,7 +184,10 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
         printf("%s\n", text);
         free(text);
     } else {
-        printf("event %s\n", id);
+        if (message_id)
+            printf("event %s (UUIDv5 of message_id '%s')\n", id, message_id);
+        else
+            printf("event %s\n", id);
         json_t *o = json_object_get(out, "outbox");
         if (print_unread(&u, "outbox:  ", "outbox_event"))
             ;

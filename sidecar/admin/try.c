@@ -15,11 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/try_file.h"
+#include "envelope/message.h"
 #include "io/db.h"
-#include "envelope/event.h"
 #include "plugin.h"
-
-#define TRY_MAX_EVENT_BYTES (16u << 20)
 
 enum outcome { O_APPLIED, O_DUPLICATE, O_RETRY, O_REJECT, O_MALFORMED, O_N };
 
@@ -61,41 +60,6 @@ static void trace_statement(void *ctx, struct st_mysql *conn, const char *label,
         printf("    warning %s: %s\n", row[1] ? row[1] : "?", row[2] ? row[2] : "");
     if (r)
         mysql_free_result(r);
-}
-
-/* Reads a whole file (at most TRY_MAX_EVENT_BYTES). NULL with err set. */
-static char *read_file(const char *path, size_t *len, char *err, size_t err_len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        snprintf(err, err_len, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap || cap >= TRY_MAX_EVENT_BYTES)
-            break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(fp) || (buf && n == cap);
-    fclose(fp);
-    if (!buf || bad) {
-        snprintf(err, err_len, "%s", !buf ? "out of memory" : n == cap ? "larger than 16 MiB"
-                                                                        : "read error");
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 static void db_reason(char *out, size_t len, const char *what, const struct sc_db_err *e)
@@ -220,6 +184,105 @@ static void report_committed(struct sc_db *db, const char *consumer, char (*ids)
     }
 }
 
+/* What the files of one run share. */
+struct try_run {
+    struct sc_db *db;
+    const struct sc_plugin *p;
+    const struct sc_consumer_config *k;
+    const struct sc_config *cfg;
+    int traced;
+    int *counts;
+    char (*claimed)[37]; /* the claims made in the current transaction: what a
+                            handler that commits would commit for real */
+    int n_claimed;
+    int gone; /* the session could not be made again: the rest is not tried */
+};
+
+static void report(struct try_run *r, enum outcome o, const char *why)
+{
+    r->counts[o]++;
+    if (o == O_APPLIED)
+        printf("  outcome: applied\n");
+    else
+        printf("  outcome: %s: %s\n", outcome_names[o], why);
+}
+
+/* One event of a file, as the consumer would run it. Returns its outcome. */
+static enum outcome try_one(struct try_run *r, const struct sc_parsed_event *pe)
+{
+    char why[2048] = "";
+    enum session session = S_OK;
+    if (pe->id_from[0])
+        printf("  id %s (UUIDv5 of message_id '%s'), type %s\n", pe->ev.id, pe->id_from,
+               pe->ev.type);
+    else
+        printf("  id %s, type %s\n", pe->ev.id, pe->ev.type);
+    enum outcome o = try_event(r->db, r->p, r->k->name, &pe->ev, r->traced, why, sizeof why,
+                               &session);
+    if (o == O_APPLIED || session == S_BROKEN)
+        memcpy(r->claimed[r->n_claimed++], pe->ev.id, 37);
+    report(r, o, why);
+    if (session == S_OK)
+        return o;
+    if (session == S_ENDED)
+        printf("  note: the transaction ended; earlier events' effects are gone; the next "
+               "events run in a new database session\n");
+    else
+        printf("  note: the handler ended the transaction; the next events run in a new "
+               "database session, so nothing of theirs can commit\n");
+    struct sc_db_err e = {0};
+    if (renew_session(r->db, r->cfg, &e)) {
+        printf("  cannot reconnect: error %u: %s; the remaining events are not tried\n", e.code,
+               e.msg);
+        r->gone = 1;
+        return o;
+    }
+    if (session == S_BROKEN)
+        report_committed(r->db, r->k->name, r->claimed, r->n_claimed);
+    r->n_claimed = 0;
+    return o;
+}
+
+/* Every event of one file in the consumer's envelope. Returns 0 when each
+ * would apply. */
+static int try_file(struct try_run *r, const char *path)
+{
+    char why[2048] = "";
+    struct sc_try_message tm;
+    if (sc_try_message_read(path, r->k, &tm, why, sizeof why)) {
+        report(r, O_MALFORMED, why);
+        return -1;
+    }
+    const struct sc_message m = {.props = &tm.props, .body = tm.body, .exchange = tm.exchange,
+                                 .routing_key = tm.routing_key};
+    const struct sc_envelope_opts o = sc_envelope_opts_for(r->k);
+    struct sc_message_events evs;
+    int failed = 0;
+    if (sc_message_open(&m, &o, &evs, why, sizeof why)) {
+        report(r, O_MALFORMED, why);
+        failed = 1;
+    } else {
+        if (evs.mode != SC_MODE_STRUCTURED || tm.fields)
+            printf("  %s mode, %d event%s\n", sc_message_mode_name(evs.mode), evs.n,
+                   evs.n == 1 ? "" : "s");
+        for (int i = 0; i < evs.n && !r->gone; i++) {
+            struct sc_parsed_event pe;
+            if (evs.mode == SC_MODE_BATCH)
+                printf("  member %d:\n", i);
+            if (sc_message_event(&m, &o, &evs, i, &pe, why, sizeof why)) {
+                report(r, O_MALFORMED, why);
+                failed = 1;
+                continue;
+            }
+            failed |= try_one(r, &pe) != O_APPLIED;
+            sc_event_free(&pe);
+        }
+    }
+    sc_message_events_free(&evs);
+    sc_try_message_free(&tm);
+    return failed ? -1 : 0;
+}
+
 static int parse_args(int argc, char **argv, const char **consumer, char ***files, int *n_files)
 {
     *consumer = NULL;
@@ -283,57 +346,20 @@ int sc_try_run(const struct sc_config *cfg, int argc, char **argv)
     int counts[O_N] = {0};
     /* The claims made in the current transaction: what a handler that
      * commits would commit for real. */
-    char (*claimed)[37] = calloc((size_t)n_files, sizeof *claimed);
-    int n_claimed = 0;
+    char (*claimed)[37] = calloc((size_t)n_files * SC_MESSAGE_BATCH_MAX, sizeof *claimed);
     if (!claimed) {
         fprintf(stderr, "sidecar try: out of memory\n");
         rc = 1;
         n_files = 0;
     }
-    for (int i = 0; i < n_files; i++) {
-        char why[2048] = "";
-        size_t len = 0;
-        enum outcome o;
-        struct sc_parsed_event pe;
-        enum session session = S_OK;
+    struct try_run run = {.db = &db, .p = &p, .k = k, .cfg = cfg, .traced = set_trace != NULL,
+                          .counts = counts, .claimed = claimed};
+    for (int i = 0; i < n_files && claimed; i++) {
         printf("event %d: %s\n", i + 1, files[i]);
-        char *body = read_file(files[i], &len, why, sizeof why);
-        if (!body) {
-            o = O_MALFORMED;
-        } else if (sc_event_parse(body, len, NULL, 0, &pe, why, sizeof why)) {
-            o = O_MALFORMED;
-        } else {
-            printf("  id %s, type %s\n", pe.ev.id, pe.ev.type);
-            o = try_event(&db, &p, k->name, &pe.ev, set_trace != NULL, why, sizeof why, &session);
-            if (o == O_APPLIED || session == S_BROKEN)
-                memcpy(claimed[n_claimed++], pe.ev.id, 37);
-            sc_event_free(&pe);
-        }
-        free(body);
-        counts[o]++;
-        if (o == O_APPLIED)
-            printf("  outcome: applied\n");
-        else
-            printf("  outcome: %s: %s\n", outcome_names[o], why);
-        if (o != O_APPLIED)
+        if (try_file(&run, files[i]) || run.gone)
             rc = 1;
-        if (session == S_OK)
-            continue;
-        if (session == S_ENDED)
-            printf("  note: the transaction ended; earlier events' effects are gone; the next "
-                   "events run in a new database session\n");
-        else
-            printf("  note: the handler ended the transaction; the next events run in a new "
-                   "database session, so nothing of theirs can commit\n");
-        if (renew_session(&db, cfg, &e)) {
-            printf("  cannot reconnect: error %u: %s; the remaining events are not tried\n",
-                   e.code, e.msg);
-            rc = 1;
+        if (run.gone)
             break;
-        }
-        if (session == S_BROKEN)
-            report_committed(&db, k->name, claimed, n_claimed);
-        n_claimed = 0;
     }
     free(claimed);
     if (set_trace)

@@ -1,115 +1,14 @@
-/* A batch of deliveries, from receipt to settlement: the state of every
- * delivery set in one place (item_begin), the envelope parsed, the
- * x-delivery-count guard, the deadlock ladder (the batch again, then one
- * delivery per transaction), and what the transaction's end means for the
- * batch: settle, hold it through a new database session, or return it. */
+/* A batch of deliveries, from receipt to settlement: its events set up in
+ * one place (batch_begin.c), the x-delivery-count guard's probe, the
+ * deadlock ladder (the batch again, then one event per transaction), and
+ * what the transaction's end means for the batch: settle, hold it through a
+ * new database session, or return it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "consume/batch_core.h"
-#include "consume/republish.h"
 #include "lifecycle.h"
-
-/* The batch's state of one delivery, set anew for each batch: nothing of an
- * earlier batch in the same slot survives. */
-static void item_begin(struct worker *w, struct item *it)
-{
-    const struct sc_consumer_config *k = w->c->k;
-    const amqp_table_t *h = sc_delivery_headers(&it->env);
-    if (it->parsed)
-        sc_event_free(&it->ev);
-    it->parsed = 0;
-    it->d = D_OPEN;
-    it->sticky = it->ran = it->committing = it->committed = it->republished = 0;
-    it->why[0] = 0;
-    it->ev_sqlstate[0] = 0;
-    memset(&it->lf, 0, sizeof it->lf);
-    it->lf.consumer = k->name;
-    it->lf.delivery_tag = it->env.delivery_tag;
-    /* Anyone can write the headers: clamp before any arithmetic. */
-    int64_t attempt = sc_amqp_header_int(h, SC_H_ATTEMPTS, 1);
-    int64_t delivery_count = sc_amqp_header_int(h, "x-delivery-count", -1); /* quorum */
-    if (delivery_count > SC_MAX_ATTEMPTS_SEEN)
-        delivery_count = SC_MAX_ATTEMPTS_SEEN;
-    if (delivery_count >= 0 && delivery_count + 1 > attempt)
-        attempt = delivery_count + 1;
-    if (attempt > SC_MAX_ATTEMPTS_SEEN)
-        attempt = SC_MAX_ATTEMPTS_SEEN;
-    if (attempt < 1)
-        attempt = 1;
-    it->attempt = (int)attempt;
-    it->lf.attempt = it->attempt;
-
-    size_t len = it->env.message.body.len;
-    if (k->max_message_bytes > 0 && len > (size_t)k->max_message_bytes) {
-        /* Never parsed (a parse would copy it again): the DLQ keeps it. */
-        it->d = D_DEAD;
-        it->sticky = 1;
-        snprintf(it->why, sizeof it->why, "message of %zu bytes is larger than max_message_bytes "
-                 "%d", len, k->max_message_bytes);
-        sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
-        return;
-    }
-    char reason[512];
-    const amqp_basic_properties_t *p = &it->env.message.properties;
-    const char *mid = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? p->message_id.bytes : NULL;
-    size_t mid_len = mid ? p->message_id.len : 0;
-    if (sc_event_parse(it->env.message.body.bytes, it->env.message.body.len, mid, mid_len,
-                       &it->ev, reason, sizeof reason)) {
-        it->d = D_DEAD;
-        it->sticky = 1;
-        if (it->ev.log_id[0])
-            it->lf.event_id = it->ev.log_id; /* readable even when malformed */
-        snprintf(it->why, sizeof it->why, "malformed: %s", reason);
-        atomic_fetch_add(&w->c->m.outcomes[SC_OUT_MALFORMED], 1);
-        it->lf.outcome = "malformed";
-        sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
-        it->lf.outcome = NULL;
-        return;
-    }
-    it->parsed = 1;
-    it->lf.event_id = it->ev.ev.id;
-    if (delivery_count >= k->max_attempts) {
-        /* A quorum queue counted more deliveries than attempts allowed: the
-         * earlier ones never finished (a crash mid-message, most likely):
-         * dead-letter it before it can take the process down again, unless
-         * its claim shows an earlier COMMIT applied it (probe_over_limit). */
-        snprintf(it->why, sizeof it->why,
-                 "delivered %lld%s times (x-delivery-count), more than max_attempts %d "
-                 "without an outcome: dead-lettered without running the handler",
-                 (long long)delivery_count + 1,
-                 delivery_count == SC_MAX_ATTEMPTS_SEEN ? " or more" : "", k->max_attempts);
-        it->d = D_DEAD;
-        it->sticky = 2; /* over the limit: its claim is probed */
-        return;
-    }
-    if (sc_log_enabled(SC_LOG_DEBUG)) {
-        it->lf.redelivered = it->env.redelivered;
-        sc_log(SC_LOG_DEBUG, &it->lf, "received");
-        it->lf.redelivered = 0;
-    }
-}
-
-/* The same batch again on a new session (after NEXT_DB_HOLD): what was
- * decided before any transaction stays; the rest is open again. */
-static void item_again(struct item *it)
-{
-    it->ran = it->committing = it->committed = it->republished = 0;
-    if (it->sticky)
-        return;
-    it->d = D_OPEN;
-    it->why[0] = 0;
-}
-
-void sc_batch_release(struct item *items, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (items[i].parsed)
-            sc_event_free(&items[i].ev);
-        items[i].parsed = 0;
-    }
-}
 
 /* Before a retry of the batch: everything the failed transaction decided
  * is open again, but not what was decided before it ran. */
@@ -243,16 +142,11 @@ static enum next hold(struct worker *w, struct item *items, int n, const struct 
     return NEXT_DB_HOLD;
 }
 
-enum next sc_batch_process(struct worker *w, struct item *items, int n)
+enum next sc_batch_process(struct worker *w, struct delivery *dls, int n_dls)
 {
-    int over_limit = 0;
-    for (int i = 0; i < n; i++) {
-        if (w->holding)
-            item_again(&items[i]);
-        else
-            item_begin(w, &items[i]);
-        over_limit += items[i].sticky == 2;
-    }
+    int over_limit = sc_batch_begin(w, dls, n_dls);
+    struct item *items = w->items;
+    int n = w->n_items;
     if (!w->holding)
         sc_hist_observe(&w->c->m.batch_size, n);
     struct txn_end t = {.t = TXN_EMPTY, .culprit = -1};
@@ -280,7 +174,7 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
         for (int i = 0; i < n; i++)
             if (items[i].committing || (items[i].parsed && items[i].d == D_OPEN))
                 items[i].d = D_REQUEUE;
-        if (sc_settle(w, items, n, committed_us) == NEXT_RESET)
+        if (sc_settle(w, dls, n_dls, committed_us) == NEXT_RESET)
             return NEXT_RESET;
         return NEXT_DB_LOST;
     case TXN_BROKEN: {
@@ -290,13 +184,13 @@ enum next sc_batch_process(struct worker *w, struct item *items, int n)
             if (items[i].parsed && ((items[i].d == D_APPLIED && !items[i].committed) ||
                                     items[i].d == D_OPEN))
                 items[i].d = D_REQUEUE;
-        enum next after = sc_settle(w, items, n, committed_us);
+        enum next after = sc_settle(w, dls, n_dls, committed_us);
         /* The handler may have left the session changed (autocommit on: every
          * later claim would commit on its own, and a retried copy would meet
          * its own claim as a "duplicate"): never reuse it. */
         return after == NEXT_CONTINUE && w->io->replace_session(w) ? NEXT_DB_LOST : after;
     }
     default:
-        return sc_settle(w, items, n, committed_us);
+        return sc_settle(w, dls, n_dls, committed_us);
     }
 }

@@ -40,8 +40,14 @@ struct txn_end sc_txn_run(struct worker *w, struct item *items, int n);
 void sc_item_error_fields(struct item *it, const struct sc_db_err *e);
 void sc_describe_db_error(char *out, size_t len, const char *what, const struct sc_db_err *e);
 
-/* batch_settle.c: republishes what goes to a delay queue or the DLQ, acks
- * what is settled and nacks what has no outcome (D_REQUEUE). */
-enum next sc_settle(struct worker *w, struct item *items, int n, int64_t committed_us);
+/* batch_begin.c: sets up the events of dls[0..n) in w->items (or, holding,
+ * opens again what the last run decided in a transaction). Returns how many
+ * are over the x-delivery-count limit (sticky 2: their claims are probed). */
+int sc_batch_begin(struct worker *w, struct delivery *dls, int n);
+
+/* batch_settle.c: republishes what goes to a delay queue or the DLQ, then
+ * acks each delivery of dls[0..n) whose events are all settled and nacks
+ * each one with an event without an outcome (D_REQUEUE). */
+enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t committed_us);
 
 #endif

@@ -68,14 +68,33 @@ static int handle_batch(struct worker *w, const struct sc_event *const *evs, siz
     return sc_plugin_handle_batch(&w->c->plugin, w->db.conn, evs, n, st, reasons, reason_len);
 }
 
+/* A member of a batch-mode message is copied alone; any other event is its
+ * delivery. */
+static const struct sc_member_copy *member_of(const struct item *it, struct sc_member_copy *m)
+{
+    if (it->member < 0)
+        return NULL;
+    *m = (struct sc_member_copy){
+        .index = it->member,
+        .body = {it->body_len, (char *)it->dl->env.message.body.bytes + it->body_off},
+        .id = it->parsed ? it->ev.ev.id : NULL,
+        .type = it->parsed ? it->ev.ev.type : NULL,
+    };
+    return m;
+}
+
 static int publish_dead(struct worker *w, const struct item *it, const char *why)
 {
-    return sc_republish_dead(&w->out, w->c->k, &it->env, it->attempt, why, &it->lf);
+    struct sc_member_copy m;
+    return sc_republish_dead(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt, why,
+                             &it->lf);
 }
 
 static int publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)
 {
-    return sc_republish_retry(&w->out, w->c->k, &it->env, it->attempt, delay_ms, why, &it->lf);
+    struct sc_member_copy m;
+    return sc_republish_retry(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt,
+                              delay_ms, why, &it->lf);
 }
 
 static int ack(struct worker *w, uint64_t tag, int multiple)

@@ -37,9 +37,9 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
     switch (it->d) {
     case D_APPLIED:
         atomic_fetch_add(&out[SC_OUT_APPLIED], 1);
-        sc_hist_observe(&w->c->m.receive_to_commit, (double)(committed_us - it->received_us) / 1e6);
+        sc_hist_observe(&w->c->m.receive_to_commit, (double)(committed_us - it->dl->received_us) / 1e6);
         it->lf.outcome = "applied";
-        it->lf.duration_us = (uint64_t)(committed_us - it->received_us);
+        it->lf.duration_us = (uint64_t)(committed_us - it->dl->received_us);
         sc_log(SC_LOG_INFO, &it->lf, "applied");
         break;
     case D_DUPLICATE:
@@ -81,49 +81,87 @@ static void log_returned(struct worker *w, struct item *it)
     }
 }
 
-/* Republishes what goes to a delay queue or the DLQ, then acks. With every
- * delivery of the batch settled one basic.ack with `multiple` covers them
- * all (earlier batches are all settled already). */
-enum next sc_settle(struct worker *w, struct item *items, int n, int64_t committed_us)
+/* An event's copy is confirmed, or it needs none. */
+static int settled(const struct item *it)
 {
-    int all_settled = 1, requeue = 0;
-    for (int i = 0; i < n; i++) {
-        struct item *it = &items[i];
-        if (it->d == D_REQUEUE) {
+    return it->d == D_APPLIED || it->d == D_DUPLICATE || it->republished;
+}
+
+/* A delivery comes back as a whole when one of its events has no outcome:
+ * the redelivery settles those, and meets the claims of the others. */
+static int returned(const struct delivery *d)
+{
+    for (int i = 0; i < d->n_items; i++)
+        if (d->items[i].d == D_REQUEUE)
+            return 1;
+    return 0;
+}
+
+static int all_settled(const struct delivery *d)
+{
+    for (int i = 0; i < d->n_items; i++)
+        if (!settled(&d->items[i]))
+            return 0;
+    return 1;
+}
+
+/* Republishes what goes to a delay queue or the DLQ — a batch member as a
+ * structured copy of that member alone — then acks each delivery whose
+ * events are all settled. With every delivery of the batch settled one
+ * basic.ack with `multiple` covers them all (earlier batches are all
+ * settled already). A delivery that comes back as a whole gets no copies:
+ * its redelivery makes them. */
+enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t committed_us)
+{
+    int copies_ok = 1, requeue = 0;
+    for (int j = 0; j < n; j++) {
+        struct delivery *d = &dls[j];
+        if (returned(d)) {
             requeue = 1;
             continue;
         }
-        if (!all_settled || (it->d != D_RETRY && it->d != D_DEAD))
-            continue;
-        w->io->keep_alive(w);
-        int rc = it->d == D_RETRY ? publish_retry(w, it) : w->io->publish_dead(w, it, it->why);
-        if (rc != 0)
-            all_settled = 0; /* this one and the rest stay unacked */
-        else
-            it->republished = 1;
+        for (int i = 0; i < d->n_items && copies_ok; i++) {
+            struct item *it = &d->items[i];
+            if (it->d != D_RETRY && it->d != D_DEAD)
+                continue;
+            w->io->keep_alive(w);
+            int rc = it->d == D_RETRY ? publish_retry(w, it) : w->io->publish_dead(w, it, it->why);
+            if (rc != 0)
+                copies_ok = 0; /* this one and the rest stay unacked */
+            else
+                it->republished = 1;
+        }
     }
-    uint64_t last = items[n - 1].env.delivery_tag;
-    if (all_settled && !requeue) {
-        if (w->io->ack(w, last, n > 1)) {
-            sc_log(SC_LOG_WARN, &items[n - 1].lf, "ack could not be sent; the broker will redeliver");
+    if (copies_ok && !requeue) {
+        if (w->io->ack(w, dls[n - 1].env.delivery_tag, n > 1)) {
+            sc_log(SC_LOG_WARN, &dls[n - 1].items[0].lf,
+                   "ack could not be sent; the broker will redeliver");
             return NEXT_RESET;
         }
-        for (int i = 0; i < n; i++)
-            log_outcome(w, &items[i], committed_us);
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < dls[j].n_items; i++)
+                log_outcome(w, &dls[j].items[i], committed_us);
         return NEXT_CONTINUE;
     }
-    /* Mixed batch: ack one by one what is settled, return the rest. */
+    /* Mixed batch: ack one by one what is settled, return the rest; a
+     * delivery with a copy not confirmed is left to the reset. */
     int failed = 0;
-    for (int i = 0; i < n; i++) {
-        struct item *it = &items[i];
-        int settled = it->d == D_APPLIED || it->d == D_DUPLICATE || it->republished;
-        if (settled) {
-            failed |= w->io->ack(w, it->env.delivery_tag, 0) != 0;
-            log_outcome(w, it, committed_us);
-        } else if (it->d == D_REQUEUE) {
-            failed |= w->io->nack(w, it->env.delivery_tag, 0) != 0;
-            log_returned(w, it);
+    for (int j = 0; j < n; j++) {
+        struct delivery *d = &dls[j];
+        int ack = all_settled(d), back = !ack && returned(d);
+        if (ack)
+            failed |= w->io->ack(w, d->env.delivery_tag, 0) != 0;
+        else if (back)
+            failed |= w->io->nack(w, d->env.delivery_tag, 0) != 0;
+        for (int i = 0; i < d->n_items; i++) {
+            struct item *it = &d->items[i];
+            /* An applied event's effect is committed whatever becomes of
+             * its delivery: its redelivery is a duplicate. */
+            if (ack || it->d == D_APPLIED)
+                log_outcome(w, it, committed_us);
+            else if (back)
+                log_returned(w, it);
         }
     }
-    return failed || !all_settled ? NEXT_RESET : NEXT_CONTINUE;
+    return failed || !copies_ok ? NEXT_RESET : NEXT_CONTINUE;
 }

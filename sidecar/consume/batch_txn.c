@@ -175,7 +175,7 @@ static int verify(struct run *r, int applied)
 {
     struct worker *w = r->w;
     struct sc_db_err e = {0};
-    const char *ids[SC_BATCH_LIMIT];
+    const char *ids[SC_ITEM_LIMIT];
     int k = 0;
     for (int i = 0; i < r->n; i++)
         if (r->items[i].d == D_APPLIED)
@@ -277,7 +277,7 @@ static void release_unhandled_claims(struct run *r)
 {
     struct worker *w = r->w;
     struct sc_db_err e = {0};
-    const char *ids[SC_BATCH_LIMIT];
+    const char *ids[SC_ITEM_LIMIT];
     int k = open_ids(r, ids);
     if (k && (w->io->unclaim_many(w, ids, k, &e) || w->io->commit(w, &e))) {
         sc_log(SC_LOG_ERROR, &r->items[0].lf, "could not take back %d claims after a handler's "
@@ -298,9 +298,9 @@ static int fast_batch_handler(struct run *r)
 {
     struct worker *w = r->w;
     struct sc_db_err e = {0};
-    const struct sc_event *evs[SC_BATCH_LIMIT];
-    sc_handler_status st[SC_BATCH_LIMIT];
-    int idx[SC_BATCH_LIMIT], k = 0;
+    const struct sc_event *evs[SC_ITEM_LIMIT];
+    sc_handler_status st[SC_ITEM_LIMIT];
+    int idx[SC_ITEM_LIMIT], k = 0;
     for (int i = 0; i < r->n; i++)
         if (r->items[i].parsed && r->items[i].d == D_OPEN) {
             idx[k] = i;
@@ -339,7 +339,7 @@ static int fast_batch_handler(struct run *r)
             return ended(r, TXN_OUTAGE, -1, &e);
         return 0;
     }
-    const char *refused[SC_BATCH_LIMIT];
+    const char *refused[SC_ITEM_LIMIT];
     int n_refused = 0, applied = 0;
     for (int j = 0; j < k; j++) {
         struct item *it = &r->items[idx[j]];
@@ -373,7 +373,7 @@ static int run_fast(struct run *r)
 {
     struct worker *w = r->w;
     struct sc_db_err e = {0};
-    const char *ids[SC_BATCH_LIMIT];
+    const char *ids[SC_ITEM_LIMIT];
     int k = open_ids(r, ids);
     if (w->io->claim_many(w, ids, k, &e)) {
         if (e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_CONNECTION ||

@@ -31,9 +31,9 @@
  * the session again (db_outage_hold_ms at most, counted from the first
  * loss) and runs the same batch on it, every delivery still in hand: no
  * nack, so no x-delivery-count spent on an outage. */
-static enum next process_holding(struct worker *w, struct item *items, int n)
+static enum next process_holding(struct worker *w, struct delivery *dls, int n)
 {
-    enum next next = sc_batch_process(w, items, n);
+    enum next next = sc_batch_process(w, dls, n);
     if (next == NEXT_DB_HOLD)
         w->hold_since_ms = sc_now_ms();
     while (next == NEXT_DB_HOLD) {
@@ -42,7 +42,7 @@ static enum next process_holding(struct worker *w, struct item *items, int n)
             break;
         }
         w->holding = 1;
-        next = sc_batch_process(w, items, n);
+        next = sc_batch_process(w, dls, n);
     }
     w->holding = 0;
     w->hold_one_by_one = 0;
@@ -72,8 +72,9 @@ static int consume_again(struct worker *w, const char *why)
 /* Consumes until a connection fails or a stop is requested. A batch takes
  * what is already waiting, up to batch_max, and closes as soon as nothing
  * more is: under low load every delivery is its own batch, without delay.
- * Returns the number of deliveries handled. */
-static long consume_loop(struct worker *w, struct item *items)
+ * A batch-mode message closes it too (its members are events of the
+ * batch). Returns the number of deliveries handled. */
+static long consume_loop(struct worker *w, struct delivery *dls)
 {
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name};
@@ -91,7 +92,7 @@ static long consume_loop(struct worker *w, struct item *items)
                 break;
             }
         }
-        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &items[0].env, RECEIVE_POLL_MS, err, sizeof err);
+        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &dls[0].env, RECEIVE_POLL_MS, err, sizeof err);
         if (r == SC_AMQP_RECV_CLOSED) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             break;
@@ -113,15 +114,16 @@ static long consume_loop(struct worker *w, struct item *items)
             }
             continue;
         }
-        items[0].received_us = sc_now_us();
+        dls[0].received_us = sc_now_us();
         int n = 1, closed = 0, cancelled = 0;
         char cancel[512] = "";
         /* A batch holds its bodies until it is settled: it stops gathering
          * once they reach max_message_bytes (one larger body, to be
          * dead-lettered, ends it at once). */
-        size_t bytes = items[0].env.message.body.len;
-        while (n < k->batch_max && bytes < (size_t)k->max_message_bytes) {
-            r = sc_amqp_receive(&w->in, &items[n].env, 0, err, sizeof err);
+        size_t bytes = dls[0].env.message.body.len;
+        while (n < k->batch_max && bytes < (size_t)k->max_message_bytes &&
+               !sc_batch_ends_gathering(w, &dls[n - 1].env)) {
+            r = sc_amqp_receive(&w->in, &dls[n].env, 0, err, sizeof err);
             if (r == SC_AMQP_RECV_CANCELLED) {
                 cancelled = 1; /* the deliveries in hand are still valid: settle them first */
                 snprintf(cancel, sizeof cancel, "%s", err);
@@ -132,17 +134,17 @@ static long consume_loop(struct worker *w, struct item *items)
                 closed = 1;
                 break;
             }
-            bytes += items[n].env.message.body.len;
-            items[n++].received_us = sc_now_us();
+            bytes += dls[n].env.message.body.len;
+            dls[n++].received_us = sc_now_us();
         }
         enum next next = NEXT_RESET;
         if (closed)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err); /* all requeued */
         else
-            next = process_holding(w, items, n);
-        sc_batch_release(items, n);
+            next = process_holding(w, dls, n);
+        sc_batch_release(w);
         for (int i = 0; i < n; i++)
-            amqp_destroy_envelope(&items[i].env);
+            amqp_destroy_envelope(&dls[i].env);
         handled += n;
         if (next == NEXT_RESET || (next == NEXT_DB_LOST && sc_worker_reconnect_db(w, sc_now_ms())))
             break;
@@ -165,7 +167,7 @@ static void *worker_main(void *arg)
         unsigned code = 0;
         int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
-            handled = consume_loop(w, w->items);
+            handled = consume_loop(w, w->dls);
         /* Closing the channel returns every unacked delivery to the queue. */
         sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
@@ -258,9 +260,12 @@ int sc_consume_run(const struct sc_config *cfg)
             w->c = &cs[i];
             w->io = &sc_batch_io_real;
             w->index = j;
-            w->items = calloc((size_t)cfg->consumers[i].batch_max, sizeof *w->items);
-            w->reasons = malloc((size_t)cfg->consumers[i].batch_max * SC_REASON_LEN);
-            if (!w->items || !w->reasons) {
+            int batch_max = cfg->consumers[i].batch_max;
+            w->items_cap = batch_max - 1 + SC_MESSAGE_BATCH_MAX;
+            w->dls = calloc((size_t)batch_max, sizeof *w->dls);
+            w->items = calloc((size_t)w->items_cap, sizeof *w->items);
+            w->reasons = malloc((size_t)w->items_cap * SC_REASON_LEN);
+            if (!w->dls || !w->items || !w->reasons) {
                 sc_error("out of memory");
                 sc_request_stop();
                 break;
@@ -290,6 +295,7 @@ int sc_consume_run(const struct sc_config *cfg)
         sc_plugin_unload(&cs[i].plugin);
     }
     for (size_t i = 0; i < n_workers; i++) {
+        free(ws[i].dls);
         free(ws[i].items);
         free(ws[i].reasons);
     }

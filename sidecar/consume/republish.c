@@ -21,7 +21,7 @@ static int headers_from(struct headers *h, const amqp_table_t *old)
     if (!(h->e = calloc((size_t)h->cap, sizeof *h->e)))
         return -1;
     static const char *const rewritten[] = {SC_H_ATTEMPTS, SC_H_REASON, SC_H_CONSUMER, SC_H_FAILED_AT,
-                                            SC_H_LAST_ERROR, "x-delivery-count"};
+                                            SC_H_LAST_ERROR, SC_H_BATCH_INDEX, "x-delivery-count"};
     for (int i = 0; i < n_old; i++) {
         const amqp_table_entry_t *e = &old->entries[i];
         int drop = 0;
@@ -67,12 +67,33 @@ static void headers_original_route(struct headers *h, const amqp_envelope_t *env
     }
 }
 
-/* Publishes a copy of the delivery to the default exchange with routing key
- * `queue` and the given headers, under confirms. Returns 0 when confirmed. */
-static int republish(struct sc_amqp *out, const amqp_envelope_t *env, const char *queue,
-                     struct headers *h, const struct sc_log_fields *lf)
+/* Publishes a copy of the delivery (or of one member of it) to the default
+ * exchange with routing key `queue` and the given headers, under confirms.
+ * Returns 0 when confirmed. */
+static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
+                     const struct sc_member_copy *member, const char *queue, struct headers *h,
+                     const struct sc_log_fields *lf)
 {
     amqp_basic_properties_t props = env->message.properties;
+    amqp_bytes_t body = env->message.body;
+    if (member) {
+        /* The batch's content type, message_id and type name the batch: the
+         * copy is a structured event of its own. */
+        body = member->body;
+        props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+        props.content_type = amqp_cstring_bytes("application/cloudevents+json");
+        props._flags &= ~(AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TYPE_FLAG |
+                          AMQP_BASIC_CONTENT_ENCODING_FLAG);
+        if (member->id) {
+            props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+            props.message_id = amqp_cstring_bytes(member->id);
+        }
+        if (member->type) {
+            props._flags |= AMQP_BASIC_TYPE_FLAG;
+            props.type = amqp_cstring_bytes(member->type);
+        }
+        headers_int(h, SC_H_BATCH_INDEX, member->index);
+    }
     props._flags |= AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
     /* The publisher's per-message TTL must not follow the copy: it would
      * silently expire out of the DLQ, or cut a retry delay short. */
@@ -81,7 +102,7 @@ static int republish(struct sc_amqp *out, const amqp_envelope_t *env, const char
     props.headers.entries = h->e;
     props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
     struct sc_publish msg = {.exchange = "", .routing_key = queue, .props = &props,
-                             .body = env->message.body, .mandatory = 1};
+                             .body = body, .mandatory = 1};
     char err[256] = "";
     int acked = sc_amqp_publish_confirmed(out, &msg, 1, 10000, err, sizeof err);
     if (acked == 1)
@@ -92,8 +113,8 @@ static int republish(struct sc_amqp *out, const amqp_envelope_t *env, const char
 }
 
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
-                      const amqp_envelope_t *env, int attempt, const char *why,
-                      const struct sc_log_fields *lf)
+                      const amqp_envelope_t *env, const struct sc_member_copy *member,
+                      int attempt, const char *why, const struct sc_log_fields *lf)
 {
     struct headers h;
     char failed_at[64];
@@ -105,13 +126,14 @@ int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
     headers_int(&h, SC_H_ATTEMPTS, attempt);
     headers_str(&h, SC_H_FAILED_AT, amqp_cstring_bytes(failed_at));
     headers_original_route(&h, env);
-    int rc = republish(out, env, k->dead_letter_queue, &h, lf);
+    int rc = republish(out, env, member, k->dead_letter_queue, &h, lf);
     free(h.e);
     return rc;
 }
 
 int sc_republish_retry(struct sc_amqp *out, const struct sc_consumer_config *k,
-                       const amqp_envelope_t *env, int attempt, int delay_ms, const char *why,
+                       const amqp_envelope_t *env, const struct sc_member_copy *member,
+                       int attempt, int delay_ms, const char *why,
                        const struct sc_log_fields *lf)
 {
     char queue[300];
@@ -122,7 +144,7 @@ int sc_republish_retry(struct sc_amqp *out, const struct sc_consumer_config *k,
     headers_int(&h, SC_H_ATTEMPTS, attempt + 1);
     headers_str(&h, SC_H_LAST_ERROR, amqp_cstring_bytes(why));
     headers_original_route(&h, env);
-    int rc = republish(out, env, queue, &h, lf);
+    int rc = republish(out, env, member, queue, &h, lf);
     free(h.e);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* The copies the consumer republishes: retries through the per-attempt delay
  * queues and dead letters to the consumer's DLQ, with the x-sidecar-* headers
- * (named here only; `sidecar dlq` reads them). Each copy is published under
+ * (envelope/sidecar_headers.h). Each copy is published under
  * confirms to the default exchange with routing key = the target queue. */
 #ifndef SC_REPUBLISH_H
 #define SC_REPUBLISH_H
@@ -9,31 +9,35 @@
 
 #include "io/amqp_conn.h"
 #include "config.h"
+#include "envelope/sidecar_headers.h"
 #include "log.h"
-
-/* Headers the sidecar writes on messages it republishes. */
-#define SC_H_PREFIX "x-sidecar-"
-#define SC_H_ATTEMPTS "x-sidecar-attempts"
-#define SC_H_REASON "x-sidecar-reason"
-#define SC_H_CONSUMER "x-sidecar-consumer"
-#define SC_H_FAILED_AT "x-sidecar-failed-at"
-#define SC_H_ORIG_EXCHANGE "x-sidecar-original-exchange"
-#define SC_H_ORIG_ROUTING_KEY "x-sidecar-original-routing-key"
-#define SC_H_LAST_ERROR "x-sidecar-last-error"
 
 /* The delivery's headers table, or NULL when it has none. */
 const amqp_table_t *sc_delivery_headers(const amqp_envelope_t *env);
 
-/* A copy to k's dead-letter queue with the reason headers. Returns 0 once
- * the broker confirmed it (logged otherwise). */
+/* The copy of one member of a batch-mode message: that member alone, as a
+ * structured event (content_type application/cloudevents+json, message_id
+ * and type its own), with the header x-sidecar-batch-index. */
+struct sc_member_copy {
+    int index;
+    amqp_bytes_t body;  /* the member's JSON text exactly as in the batch */
+    const char *id;     /* its canonical id, or NULL when it has none (malformed) */
+    const char *type;   /* its type, or NULL */
+};
+
+/* A copy to k's dead-letter queue with the reason headers: the delivery as
+ * it came (member NULL: body, properties and headers kept, so a replay
+ * reproduces it), or one member of it. Returns 0 once the broker confirmed
+ * it (logged otherwise). */
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
-                      const amqp_envelope_t *env, int attempt, const char *why,
-                      const struct sc_log_fields *lf);
+                      const amqp_envelope_t *env, const struct sc_member_copy *member,
+                      int attempt, const char *why, const struct sc_log_fields *lf);
 
 /* A copy to the delay queue of delay_ms, counting attempt + 1. Returns 0
  * once the broker confirmed it (logged otherwise). */
 int sc_republish_retry(struct sc_amqp *out, const struct sc_consumer_config *k,
-                       const amqp_envelope_t *env, int attempt, int delay_ms, const char *why,
+                       const amqp_envelope_t *env, const struct sc_member_copy *member,
+                       int attempt, int delay_ms, const char *why,
                        const struct sc_log_fields *lf);
 
 #endif

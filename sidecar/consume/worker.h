@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "envelope/event.h"
+#include "envelope/message.h"
 #include "io/amqp_conn.h"
 #include "io/db.h"
 #include "log.h"
@@ -52,11 +53,32 @@ enum disposition {
     D_REQUEUE,    /* no outcome for this one: nack with requeue */
 };
 
-/* One delivery. Everything below `env` and `received_us` is the batch's
- * state of it, set anew by sc_batch_process for every batch (item_begin). */
-struct item {
+/* The most events one transaction can hold: batch_max - 1 deliveries and
+ * a batch-mode message of SC_MESSAGE_BATCH_MAX members (such a message ends
+ * the gathering of its batch). */
+#define SC_ITEM_LIMIT (2 * SC_BATCH_LIMIT)
+
+struct item;
+
+/* One delivery of the batch. `env` and `received_us` are the loop's; the
+ * rest is the batch's state of it, set anew for every batch
+ * (sc_batch_begin). A delivery is acked once every one of its events is
+ * settled, and nacked as a whole when one of them has no outcome. */
+struct delivery {
     amqp_envelope_t env;
     int64_t received_us;
+    int attempt;
+    enum sc_message_mode mode;
+    struct item *items; /* its events, consecutive in the batch's item array */
+    int n_items;
+};
+
+/* One event of the batch: one claim. A delivery has one, or (batch mode)
+ * one per member. Everything here is set anew for every batch. */
+struct item {
+    struct delivery *dl;
+    int member;           /* index in a batch-mode message; -1: the event is the delivery */
+    size_t body_off, body_len; /* what a copy of it carries: the member's span, else the body */
     int attempt;
     int parsed;
     struct sc_parsed_event ev;
@@ -84,8 +106,11 @@ struct worker {
     pthread_t thread;
     int64_t last_db_use_ms;
     int64_t last_heartbeat_ms; /* last heartbeat sent by sc_worker_keep_alive() */
-    struct item *items;  /* batch_max deliveries */
-    char *reasons;       /* batch_max * SC_REASON_LEN, for handle_batch */
+    struct delivery *dls; /* batch_max deliveries */
+    struct item *items;  /* the batch's events: items_cap = batch_max - 1 + SC_MESSAGE_BATCH_MAX */
+    int items_cap;
+    int n_items;         /* the current batch's */
+    char *reasons;       /* items_cap * SC_REASON_LEN, for handle_batch */
     int up_db, up_amqp, up_consuming; /* this worker's part of the gauges */
     /* The batch in hand after NEXT_DB_HOLD: the error that ended its session
      * and the delivery that was running then (the same one failing again on
@@ -98,14 +123,18 @@ struct worker {
     int64_t hold_since_ms;
 };
 
-/* batch.c: parses, runs the transaction and settles every delivery. With
- * NEXT_DB_HOLD the caller makes a new database session and calls it again
- * with the same deliveries (w->holding set). */
-enum next sc_batch_process(struct worker *w, struct item *items, int n);
+/* batch.c: parses, runs the transaction and settles every delivery of
+ * dls[0..n). With NEXT_DB_HOLD the caller makes a new database session and
+ * calls it again with the same deliveries (w->holding set). */
+enum next sc_batch_process(struct worker *w, struct delivery *dls, int n);
 
-/* batch.c: forgets the batch's state (parsed events) once its deliveries
- * are gone. */
-void sc_batch_release(struct item *items, int n);
+/* batch_begin.c: forgets the batch's state (parsed events) once its
+ * deliveries are gone. */
+void sc_batch_release(struct worker *w);
+
+/* batch_begin.c: 1 when a delivery ends the gathering of its batch (a
+ * batch-mode message: its members take the rest of the item array). */
+int sc_batch_ends_gathering(const struct worker *w, const amqp_envelope_t *env);
 
 /* worker.c: moves this worker's contribution to a connection gauge. */
 void sc_worker_gauge(atomic_int *g, int *mine, int up);

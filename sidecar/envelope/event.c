@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envelope/attributes.h"
 #include "json_span.h"
 
 /* The body with the value span [a, b) replaced by `null`, for a parser that
@@ -55,37 +56,23 @@ static const char *optional_string(json_t *root, const char *key, int *ok, char 
     return json_string_value(v);
 }
 
-int sc_event_parse(const char *body, size_t len, const char *message_id, size_t message_id_len,
-                   struct sc_parsed_event *out, char *reason, size_t reason_len)
+/* Keeps the id readable for the log even when the event is refused. */
+static void refuse(struct sc_parsed_event *out, json_t *root)
 {
-    json_error_t je;
+    json_decref(root);
+    free(out->data_json);
+    char keep[sizeof out->log_id], from[sizeof out->id_from];
+    memcpy(keep, out->log_id, sizeof keep);
+    memcpy(from, out->id_from, sizeof from);
     memset(out, 0, sizeof *out);
-    /* `data` is taken as written, at any depth and whatever its numbers: the
-     * parser below only sees the rest, with `data` replaced by null (NUL may
-     * appear inside string values; attributes are checked for it below). */
-    size_t d0 = 0, d1 = 0, plen = len;
-    int span = sc_json_member_span(body, len, "data", &d0, &d1);
-    int has_data = span == 1;
-    char *patched = has_data ? without_span(body, len, d0, d1, &plen) : NULL;
-    if (has_data && !patched) {
-        snprintf(reason, reason_len, "out of memory");
-        return -1;
-    }
-    json_t *root = json_loadb(patched ? patched : body, plen, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    free(patched);
-    if (!root) {
-        snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);
-        return -1;
-    }
-    if (!json_is_object(root)) {
-        snprintf(reason, reason_len, "body is not a JSON object");
-        goto bad;
-    }
-    if (span < 0) {
-        /* The strict scan refused what the parser took: never guess. */
-        snprintf(reason, reason_len, "body is not valid JSON (RFC 8259)");
-        goto bad;
-    }
+    memcpy(out->log_id, keep, sizeof keep);
+    memcpy(out->id_from, from, sizeof from);
+}
+
+int sc_event_from_attributes(json_t *root, const char *data, size_t data_len,
+                             const char *message_id, size_t message_id_len,
+                             struct sc_parsed_event *out, char *reason, size_t reason_len)
+{
     const char *spec = required_string(root, "specversion", reason, reason_len);
     if (!spec)
         goto bad;
@@ -130,27 +117,59 @@ int sc_event_parse(const char *body, size_t len, const char *message_id, size_t 
         out->ev.eventversion = json_integer_value(ver);
         out->ev.has_eventversion = 1;
     }
-    if (has_data) {
-        if (!(out->data_json = malloc(d1 - d0 + 1))) {
+    if (data) {
+        if (!(out->data_json = malloc(data_len + 1))) {
             snprintf(reason, reason_len, "out of memory");
             goto bad;
         }
-        memcpy(out->data_json, body + d0, d1 - d0);
-        out->data_json[d1 - d0] = 0;
+        memcpy(out->data_json, data, data_len);
+        out->data_json[data_len] = 0;
         out->ev.data_json = out->data_json;
-        out->ev.data_json_len = d1 - d0;
+        out->ev.data_json_len = data_len;
     }
     out->ev.id = id;
     out->json = root;
     return 0;
 bad:
-    json_decref(root);
-    free(out->data_json);
-    char keep[sizeof out->log_id];
-    memcpy(keep, out->log_id, sizeof keep);
-    memset(out, 0, sizeof *out);
-    memcpy(out->log_id, keep, sizeof keep);
+    refuse(out, root);
     return -1;
+}
+
+int sc_event_parse(const char *body, size_t len, const char *message_id, size_t message_id_len,
+                   struct sc_parsed_event *out, char *reason, size_t reason_len)
+{
+    json_error_t je;
+    memset(out, 0, sizeof *out);
+    /* `data` is taken as written, at any depth and whatever its numbers: the
+     * parser below only sees the rest, with `data` replaced by null (NUL may
+     * appear inside string values; attributes are checked for it below). */
+    size_t d0 = 0, d1 = 0, plen = len;
+    int span = sc_json_member_span(body, len, "data", &d0, &d1);
+    int has_data = span == 1;
+    char *patched = has_data ? without_span(body, len, d0, d1, &plen) : NULL;
+    if (has_data && !patched) {
+        snprintf(reason, reason_len, "out of memory");
+        return -1;
+    }
+    json_t *root = json_loadb(patched ? patched : body, plen, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    free(patched);
+    if (!root) {
+        snprintf(reason, reason_len, "body is not valid JSON: %s", je.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        snprintf(reason, reason_len, "body is not a JSON object");
+        json_decref(root);
+        return -1;
+    }
+    if (span < 0) {
+        /* The strict scan refused what the parser took: never guess. */
+        snprintf(reason, reason_len, "body is not valid JSON (RFC 8259)");
+        json_decref(root);
+        return -1;
+    }
+    return sc_event_from_attributes(root, has_data ? body + d0 : NULL, d1 - d0, message_id,
+                                    message_id_len, out, reason, reason_len);
 }
 
 void sc_event_free(struct sc_parsed_event *e)

@@ -1,4 +1,5 @@
-/* CloudEvents 1.0 structured-mode envelope: parse and validate. */
+/* A CloudEvents 1.0 event as the consumer hands it on, and the structured
+ * mode's parser (message.h reads every mode of a delivery). */
 #ifndef SC_EVENT_H
 #define SC_EVENT_H
 
@@ -15,6 +16,9 @@ struct sc_parsed_event {
     /* Set even when parsing fails, whenever an id could be read: the
      * canonical id, or the first 64 bytes of a malformed one (for logs). */
     char log_id[65];
+    /* A plain message whose message_id is not a UUID: that message_id (the
+     * id is its UUIDv5); empty otherwise. Kept for the logs. */
+    char id_from[256];
 };
 
 /* Parses body[0..len). message_id is the AMQP property or NULL when absent.

@@ -1,5 +1,7 @@
 #include "json_span.h"
 
+#include "json_walk.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -304,51 +306,92 @@ static int key_is(const char *tok, size_t tok_len, const char *key)
     return *k == 0;
 }
 
+int sc_json_walk_open(struct sc_json_walk *w, const char *p, const char *end)
+{
+    struct scan s = {p, end};
+    ws(&s);
+    w->p = s.p;
+    w->end = end;
+    w->started = 0;
+    if (s.p >= end || (*s.p != '{' && *s.p != '['))
+        return -1;
+    w->object = *w->p++ == '{';
+    return 0;
+}
+
+static int walk_step(struct sc_json_walk *w, struct scan *s, const char **key, size_t *key_len,
+                     const char **v, const char **v_end)
+{
+    ws(s);
+    if (s->p >= s->end)
+        return -1;
+    if (*s->p == (w->object ? '}' : ']')) {
+        s->p++;
+        return 0;
+    }
+    if (w->started) {
+        if (*s->p++ != ',')
+            return -1;
+        ws(s);
+    }
+    w->started = 1;
+    if (w->object) {
+        const char *k = s->p;
+        if (string(s))
+            return -1;
+        *key = k;
+        *key_len = (size_t)(s->p - k);
+        ws(s);
+        if (s->p >= s->end || *s->p++ != ':')
+            return -1;
+        ws(s);
+    }
+    *v = s->p;
+    if (value(s))
+        return -1;
+    *v_end = s->p;
+    return 1;
+}
+
+int sc_json_walk_next(struct sc_json_walk *w, const char **key, size_t *key_len, const char **v,
+                      const char **v_end)
+{
+    struct scan s = {w->p, w->end};
+    int rc = walk_step(w, &s, key, key_len, v, v_end);
+    w->p = s.p;
+    return rc;
+}
+
+int sc_json_walk_ends_text(const struct sc_json_walk *w)
+{
+    struct scan s = {w->p, w->end};
+    ws(&s);
+    return s.p == s.end;
+}
+
+int sc_json_key_is(const char *tok, size_t tok_len, const char *key)
+{
+    return key_is(tok, tok_len, key);
+}
+
 int sc_json_member_span(const char *body, size_t len, const char *key, size_t *start, size_t *end)
 {
-    struct scan s = {body, body + len};
-    int found = 0;
-    ws(&s);
-    if (s.p >= s.end || *s.p != '{')
+    struct sc_json_walk w;
+    if (sc_json_walk_open(&w, body, body + len) || !w.object)
         return -1;
-    s.p++;
-    ws(&s);
-    if (s.p < s.end && *s.p == '}') {
-        s.p++;
-    } else {
-        for (;;) {
-            const char *k = s.p;
-            if (string(&s))
-                return -1;
-            const char *k_end = s.p;
-            ws(&s);
-            if (s.p >= s.end || *s.p++ != ':')
-                return -1;
-            ws(&s);
-            const char *v = s.p;
-            if (value(&s))
-                return -1;
-            if (key_is(k, (size_t)(k_end - k), key)) {
-                if (found)
-                    return -1;
-                found = 1;
-                *start = (size_t)(v - body);
-                *end = (size_t)(s.p - body);
-            }
-            ws(&s);
-            if (s.p >= s.end)
-                return -1;
-            if (*s.p == '}') {
-                s.p++;
-                break;
-            }
-            if (*s.p++ != ',')
-                return -1;
-            ws(&s);
-        }
+    int found = 0, rc;
+    const char *k = NULL, *v, *v_end;
+    size_t k_len = 0;
+    while ((rc = sc_json_walk_next(&w, &k, &k_len, &v, &v_end)) == 1) {
+        if (!key_is(k, k_len, key))
+            continue;
+        if (found)
+            return -1;
+        found = 1;
+        *start = (size_t)(v - body);
+        *end = (size_t)(v_end - body);
     }
-    ws(&s);
-    return s.p == s.end ? found : -1;
+    return rc == 0 && sc_json_walk_ends_text(&w) ? found : -1;
 }
 
 int sc_json_text_valid(const char *s, size_t len)

@@ -1,9 +1,52 @@
-/* Fuzz target: the CloudEvents envelope parser (outside input). */
+/* Fuzz target: the CloudEvents envelope parser (outside input): the body as
+ * a structured event, as a batch, and as a plain message's data. */
 #include <stdint.h>
 #include <string.h>
 
 #include "sidecar/envelope/event.h"
 #include "sidecar/envelope/json_span.h"
+#include "sidecar/envelope/message.h"
+
+static void check(const struct sc_parsed_event *ev, const uint8_t *data, size_t size)
+{
+    if (!sc_is_canonical_uuid(ev->ev.id, strlen(ev->ev.id)) || !ev->ev.type[0] || !ev->ev.source[0])
+        __builtin_trap();
+    if (ev->ev.data_json && (!sc_json_text_valid(ev->ev.data_json, ev->ev.data_json_len) ||
+                             !memmem(data, size, ev->ev.data_json, ev->ev.data_json_len)))
+        __builtin_trap();
+}
+
+/* The body as every event of a batch-mode message, and as a plain message. */
+static void other_modes(const uint8_t *data, size_t size)
+{
+    amqp_basic_properties_t p = {._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG,
+                                 .content_type = amqp_cstring_bytes(SC_CT_BATCH),
+                                 .message_id = amqp_cstring_bytes("order-1")};
+    struct sc_message m = {.props = &p, .body = {size, (void *)data},
+                           .exchange = amqp_cstring_bytes("x"), .routing_key = amqp_cstring_bytes("k")};
+    struct sc_envelope_opts modes[2] = {{0}, {.plain = 1, .plain_subject = "/a/0"}};
+    char reason[512];
+    for (int i = 0; i < 2; i++) {
+        struct sc_message_events evs;
+        reason[0] = 0;
+        if (sc_message_open(&m, &modes[i], &evs, reason, sizeof reason)) {
+            if (!reason[0])
+                __builtin_trap();
+        } else {
+            for (int j = 0; j < evs.n; j++) {
+                struct sc_parsed_event ev;
+                reason[0] = 0;
+                if (sc_message_event(&m, &modes[i], &evs, j, &ev, reason, sizeof reason) == 0) {
+                    check(&ev, data, size);
+                    sc_event_free(&ev);
+                } else if (!reason[0]) {
+                    __builtin_trap();
+                }
+            }
+        }
+        sc_message_events_free(&evs);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,5 +70,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap(); /* a refusal always says why */
         }
     }
+    other_modes(data, size);
     return 0;
 }

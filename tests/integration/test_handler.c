@@ -10,6 +10,8 @@
  *                 effect (swallows a deadlock that rolled the transaction back)
  *   AUTOCOMMIT_ON runs SET autocommit=1 (a contract violation), then the effect
  *   LOCK_WAIT     locks t_locks row 3 (held by the test): RETRY on a lock wait
+ *   KEEP...       (any type starting so) a t_event_seen row of exactly what the
+ *                 handler was given: every attribute and data, byte for byte
  *   anything else the sample effect: a notification_job row */
 #include <mysql.h>
 #include <pthread.h>
@@ -54,11 +56,48 @@ static sc_handler_status effect(struct st_mysql *conn, const struct sc_event *ev
     return SC_HANDLER_OK;
 }
 
+/* One row of t_event_seen with the event as the handler sees it (no unique
+ * key: a second effect would show as a second row). */
+static sc_handler_status keep(struct st_mysql *conn, const struct sc_event *ev, char *reason,
+                              size_t len)
+{
+    static const char sql[] = "INSERT INTO t_event_seen (event_id, type, source, subject, time, "
+                              "eventversion, data) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    MYSQL_STMT *st = mysql_stmt_init(conn);
+    MYSQL_BIND b[7];
+    memset(b, 0, sizeof b);
+    const char *text[] = {ev->id, ev->type, ev->source, ev->subject, ev->time};
+    unsigned long lens[7];
+    for (int i = 0; i < 5; i++) {
+        lens[i] = text[i] ? strlen(text[i]) : 0;
+        b[i].buffer_type = text[i] ? MYSQL_TYPE_STRING : MYSQL_TYPE_NULL;
+        b[i].buffer = (void *)text[i];
+        b[i].length = &lens[i];
+    }
+    long long version = ev->eventversion;
+    b[5].buffer_type = ev->has_eventversion ? MYSQL_TYPE_LONGLONG : MYSQL_TYPE_NULL;
+    b[5].buffer = &version;
+    lens[6] = ev->data_json ? (unsigned long)ev->data_json_len : 0;
+    b[6].buffer_type = ev->data_json ? MYSQL_TYPE_BLOB : MYSQL_TYPE_NULL;
+    b[6].buffer = (void *)ev->data_json;
+    b[6].length = &lens[6];
+    int failed = !st || mysql_stmt_prepare(st, sql, sizeof sql - 1) || mysql_stmt_bind_param(st, b) ||
+                 mysql_stmt_execute(st);
+    if (failed)
+        snprintf(reason, len, "keep: error %u: %s", st ? mysql_stmt_errno(st) : 0,
+                 st ? mysql_stmt_error(st) : "out of memory");
+    if (st)
+        mysql_stmt_close(st);
+    return failed ? SC_HANDLER_RETRY : SC_HANDLER_OK;
+}
+
 static sc_handler_status handle(void *state, struct st_mysql *conn, const struct sc_event *ev,
                                 char *reason, size_t len)
 {
     (void)state;
     int calls = calls_for(ev->id);
+    if (strncmp(ev->type, "KEEP", 4) == 0)
+        return keep(conn, ev, reason, len);
     if (strcmp(ev->type, "FLAKY") == 0 && calls <= 2) {
         snprintf(reason, len, "flaky call %d", calls);
         return SC_HANDLER_RETRY;

@@ -27,7 +27,10 @@ ok(rc == 0 and "consumed: by " + sc.name in out and "notification_job order 5000
 rc, out = run_sidecar_cmd(["inspect", str(uuid.uuid4())], cfg)
 ok(rc == 1 and "nothing is known" in out, "inspect an unknown id: exit 1")
 rc, out = run_sidecar_cmd(["inspect", "not-a-uuid"], cfg)
-is_eq(rc, 2, "inspect a malformed id: exit 2")
+ok(rc == 1 and "(UUIDv5 of message_id 'not-a-uuid')" in out and "nothing is known" in out,
+   "inspect a non-UUID: a plain message's message_id, looked up by its UUIDv5 (unknown: exit 1)", detail=out)
+rc, out = run_sidecar_cmd(["inspect", "x" * 256], cfg)
+is_eq(rc, 2, "inspect an id longer than any message_id: exit 2")
 
 # --- dlq list / show / replay ---
 blocked = str(uuid.uuid4())

@@ -11,6 +11,8 @@
  *
  *   sim_consume [--seeds N] [--first S]    N schedules from seed S (TAP)
  *   sim_consume --seed S --verbose         one schedule, every step told
+ *   --no-batches                           no batch-mode messages (the schedules as
+ *                                          they were before batch mode)
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -30,11 +32,14 @@
 #define MAX_OPS 256
 #define MAX_SP 16
 #define BATCH_MAX 6
+#define MAX_MEMBERS 4    /* events in one batch-mode message */
+#define ITEMS_CAP (BATCH_MAX - 1 + MAX_MEMBERS) /* the core's rule: a batch message ends a batch */
 
 /* ---- the schedule ------------------------------------------------------- */
 
 static uint64_t rng;
 static int verbose;
+static int no_batches; /* --no-batches: the schedules as they were before batch mode */
 
 static uint64_t next_u64(void)
 {
@@ -66,21 +71,45 @@ enum op_kind { OP_CLAIM, OP_UNCLAIM, OP_EFFECT };
 struct op { enum op_kind kind; int ev; };
 struct sp { char name[32]; int at; };
 
+/* A message: one event, or (batch mode) n_mem members, each an event. */
 struct msg {
-    int ev;          /* event index, or -1 when malformed */
+    int ev;          /* event index, or -1 when malformed (n_mem == 0) */
+    int n_mem;       /* a batch-mode message: its members' events in mem (-1: malformed) */
+    int mem[MAX_MEMBERS];
     int attempt;     /* x-sidecar-attempts */
     int dcount;      /* x-delivery-count (quorum) */
     int redelivered;
 };
 
+/* The events of a message (a single event is member 0). */
+static int msg_events(const struct msg *m, int *evs)
+{
+    if (m->n_mem == 0) {
+        evs[0] = m->ev;
+        return 1;
+    }
+    for (int i = 0; i < m->n_mem && i < MAX_MEMBERS; i++)
+        evs[i] = m->mem[i];
+    return m->n_mem;
+}
+
+static int msg_has(const struct msg *m, int ev)
+{
+    int evs[MAX_MEMBERS], n = msg_events(m, evs);
+    for (int i = 0; i < n; i++)
+        if (evs[i] == ev)
+            return 1;
+    return 0;
+}
+
 enum dstate { DS_UNACKED, DS_ACKED, DS_NACKED, DS_CLOSED };
-struct delivery {
+/* What the broker handed out: one delivery. */
+struct sent {
     struct msg m;
     uint64_t tag;
     int channel;
     enum dstate st;
-    int copy_confirmed; /* a retry or DLQ copy of it was confirmed */
-    int copy_to_dlq;
+    int copied[MAX_MEMBERS]; /* a retry or DLQ copy of that member (0: the event) confirmed */
 };
 
 struct world {
@@ -117,7 +146,7 @@ struct world {
     struct msg delayed[MAX_MSGS]; /* retry copies waiting out their delay */
     int n_delayed;
     int dlq[MAX_EVENTS + 1];      /* DLQ copies per event (index n_events: malformed) */
-    struct delivery dl[MAX_DELIVERIES];
+    struct sent dl[MAX_DELIVERIES];
     int n_dl;
     int channel;
     uint64_t next_tag;
@@ -127,12 +156,18 @@ struct world {
      * doubled (they are dead-lettered for a person to look at); every other
      * event keeps every guarantee. */
     int involved[MAX_EVENTS];
-    int batch_evs[BATCH_MAX], n_batch_evs;
+    int batch_evs[ITEMS_CAP], n_batch_evs;
+    int batches;         /* this schedule sends batch-mode messages */
     /* the verdict */
     char failure[512];
 };
 
 static struct world W;
+
+/* Over every schedule of the run: how much batch mode was driven. */
+static struct {
+    unsigned long long batch_deliveries, member_copies, batch_acked_mixed, batch_returned;
+} stats;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
@@ -662,7 +697,7 @@ static int h_handle_batch(struct worker *w, const struct sc_event *const *evs, s
 
 /* ---- the stand-in broker ---------------------------------------------------- */
 
-static struct delivery *delivery_of(uint64_t tag)
+static struct sent *delivery_of(uint64_t tag)
 {
     for (int i = W.n_dl - 1; i >= 0; i--)
         if (W.dl[i].tag == tag && W.dl[i].channel == W.channel)
@@ -685,12 +720,29 @@ static void requeue(struct msg m)
     W.n_queue++;
 }
 
+static struct delivery dls[BATCH_MAX];
+static char bodies[BATCH_MAX][1024];
+static size_t member_spans[BATCH_MAX][MAX_MEMBERS][2];
+
 /* A copy under confirms: the broker may lose it, or keep it and lose only
- * the confirm. */
+ * the confirm. A batch member's copy is that member alone: its own event,
+ * its own body. */
 static int publish(struct worker *w, const struct item *it, int to_dlq)
 {
     (void)w;
-    struct delivery *d = delivery_of(it->env.delivery_tag);
+    struct sent *d = delivery_of(it->dl->env.delivery_tag);
+    int ev = d->m.ev, slot = (int)(it->dl - dls);
+    if (it->member >= 0) {
+        if (d->m.n_mem == 0 || it->member >= d->m.n_mem)
+            fail("a member copy of a delivery that is no batch (member %d)", it->member);
+        ev = d->m.mem[it->member];
+        const size_t *span = member_spans[slot][it->member];
+        if (it->body_off != span[0] || it->body_len != span[1] - span[0])
+            fail("the copy of member %d does not carry that member's body (%zu+%zu, expected "
+                 "%zu+%zu)", it->member, it->body_off, it->body_len, span[0], span[1] - span[0]);
+    } else if (d->m.n_mem) {
+        ev = -1; /* the whole batch message: it is malformed as a whole */
+    }
     int keep = 1, confirmed = 1;
     if (W.faults && chance(W.fault_pct)) {
         confirmed = 0;
@@ -700,21 +752,18 @@ static int publish(struct worker *w, const struct item *it, int to_dlq)
     }
     if (keep) {
         if (to_dlq) {
-            W.dlq[d->m.ev >= 0 ? d->m.ev : W.n_events]++;
+            W.dlq[ev >= 0 ? ev : W.n_events]++;
         } else if (W.n_delayed < MAX_MSGS) {
-            struct msg m = d->m;
-            m.attempt = it->attempt + 1;
-            m.dcount = 0;
-            m.redelivered = 0;
+            struct msg m = {.ev = ev, .attempt = it->attempt + 1};
             W.delayed[W.n_delayed++] = m;
         } else {
             fail("delay queue overflow");
         }
     }
-    if (confirmed) {
-        d->copy_confirmed = 1;
-        d->copy_to_dlq = to_dlq;
-    }
+    if (confirmed)
+        d->copied[it->member >= 0 ? it->member : 0] = 1;
+    if (confirmed && it->member >= 0)
+        stats.member_copies++;
     return confirmed ? 0 : -1;
 }
 
@@ -733,7 +782,7 @@ static int b_publish_retry(struct worker *w, const struct item *it, int delay_ms
     return publish(w, it, 0);
 }
 
-static int settle_one(struct delivery *d, enum dstate to)
+static int settle_one(struct sent *d, enum dstate to)
 {
     if (d->st != DS_UNACKED) {
         fail("delivery tag %llu settled twice", (unsigned long long)d->tag);
@@ -812,23 +861,41 @@ static const struct sc_batch_io sim_io = {
 
 /* ---- deliveries as the worker sees them ------------------------------------- */
 
-static char bodies[BATCH_MAX][512];
 static amqp_table_entry_t headers[BATCH_MAX][2];
 
-static void deliver(struct item *it, int slot, struct msg m)
+static int event_body(char *out, size_t cap, int ev)
 {
-    struct delivery *d = &W.dl[W.n_dl++];
-    *d = (struct delivery){.m = m, .tag = W.next_tag++, .channel = W.channel, .st = DS_UNACKED};
-    if (m.ev >= 0)
-        snprintf(bodies[slot], sizeof bodies[slot],
-                 "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\",\"source\":\"S\","
-                 "\"data\":{\"n\":%d}}", ids[m.ev], m.ev);
-    else
-        snprintf(bodies[slot], sizeof bodies[slot], "{\"specversion\":\"1.0\",\"id\":\"nope\"}");
-    memset(&it->env, 0, sizeof it->env);
-    it->env.delivery_tag = d->tag;
-    it->env.redelivered = m.redelivered;
-    it->env.message.body = amqp_cstring_bytes(bodies[slot]);
+    if (ev >= 0)
+        return snprintf(out, cap, "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\","
+                        "\"source\":\"S\",\"data\":{\"n\":%d}}", ids[ev], ev);
+    return snprintf(out, cap, "{\"specversion\":\"1.0\",\"id\":\"nope\"}");
+}
+
+static void deliver(struct delivery *dl, int slot, struct msg m)
+{
+    struct sent *d = &W.dl[W.n_dl++];
+    *d = (struct sent){.m = m, .tag = W.next_tag++, .channel = W.channel, .st = DS_UNACKED};
+    memset(&dl->env, 0, sizeof dl->env);
+    if (m.n_mem == 0) {
+        event_body(bodies[slot], sizeof bodies[slot], m.ev);
+    } else {
+        /* Batch mode: a JSON array of structured events, with some
+         * whitespace, so a member's span is more than a guess. */
+        size_t off = (size_t)snprintf(bodies[slot], sizeof bodies[slot], "[ ");
+        for (int i = 0; i < m.n_mem; i++) {
+            if (i)
+                off += (size_t)snprintf(bodies[slot] + off, sizeof bodies[slot] - off, " ,\n ");
+            member_spans[slot][i][0] = off;
+            off += (size_t)event_body(bodies[slot] + off, sizeof bodies[slot] - off, m.mem[i]);
+            member_spans[slot][i][1] = off;
+        }
+        snprintf(bodies[slot] + off, sizeof bodies[slot] - off, " ]");
+        dl->env.message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
+        dl->env.message.properties.content_type = amqp_cstring_bytes(SC_CT_BATCH);
+    }
+    dl->env.delivery_tag = d->tag;
+    dl->env.redelivered = m.redelivered;
+    dl->env.message.body = amqp_cstring_bytes(bodies[slot]);
     int nh = 0;
     if (m.attempt > 1) {
         headers[slot][nh].key = amqp_cstring_bytes(SC_H_ATTEMPTS);
@@ -841,9 +908,9 @@ static void deliver(struct item *it, int slot, struct msg m)
         headers[slot][nh++].value.value.i64 = m.dcount;
     }
     if (nh) {
-        it->env.message.properties._flags = AMQP_BASIC_HEADERS_FLAG;
-        it->env.message.properties.headers.num_entries = nh;
-        it->env.message.properties.headers.entries = headers[slot];
+        dl->env.message.properties._flags |= AMQP_BASIC_HEADERS_FLAG;
+        dl->env.message.properties.headers.num_entries = nh;
+        dl->env.message.properties.headers.entries = headers[slot];
     }
 }
 
@@ -864,16 +931,53 @@ static void check_store(void)
     }
 }
 
-/* After a batch: every delivery has one disposition the broker accepts. */
+/* An event still on its way: in the queue, waiting out a retry delay, or in
+ * a worker's hands. */
+static int on_its_way(int ev)
+{
+    int yes = 0;
+    for (int i = 0; i < W.n_queue; i++)
+        yes |= msg_has(&W.queue[i], ev);
+    for (int i = 0; i < W.n_delayed; i++)
+        yes |= msg_has(&W.delayed[i], ev);
+    for (int i = 0; i < W.n_dl; i++)
+        yes |= msg_has(&W.dl[i].m, ev) && W.dl[i].st == DS_UNACKED;
+    return yes;
+}
+
+/* After a batch: every delivery has one disposition the broker accepts,
+ * and one is acked only when every event of it is settled: its claim
+ * committed (applied now or before), a confirmed copy of that event, or
+ * (a duplicate of a batch-mate) the batch-mate's copy in the DLQ or the
+ * batch-mate still on its way. */
 static void check_batch(int first, int n, enum next r)
 {
     for (int i = first; i < first + n; i++) {
-        struct delivery *d = &W.dl[i];
+        struct sent *d = &W.dl[i];
         if (d->st == DS_UNACKED && r != NEXT_RESET)
             fail("delivery tag %llu left unsettled with the channel open",
                  (unsigned long long)d->tag);
-        if (d->st == DS_ACKED && d->m.ev < 0 && !d->copy_confirmed)
-            fail("malformed delivery acked without a DLQ copy");
+        if (d->m.n_mem) {
+            stats.batch_deliveries++;
+            stats.batch_returned += d->st == DS_NACKED || d->st == DS_CLOSED ||
+                                    (d->st == DS_UNACKED && r == NEXT_RESET);
+        }
+        if (d->st != DS_ACKED)
+            continue;
+        int copied = 0;
+        for (int j = 0; j < d->m.n_mem; j++)
+            copied += d->copied[j];
+        stats.batch_acked_mixed += copied > 0 && copied < d->m.n_mem;
+        int evs[MAX_MEMBERS], k = msg_events(&d->m, evs);
+        for (int j = 0; j < k; j++) {
+            int ev = evs[j];
+            if (ev < 0 ? !d->copied[j]
+                       : !W.claims[ev] && !d->copied[j] && !W.dlq[ev] && !W.involved[ev] &&
+                             !on_its_way(ev))
+                fail("delivery tag %llu acked with %s %d unsettled (no claim committed, no "
+                     "confirmed copy)", (unsigned long long)d->tag,
+                     d->m.n_mem ? "member" : "event", j);
+        }
     }
     check_store();
 }
@@ -886,14 +990,7 @@ static void check_nothing_lost(void)
     for (int ev = 0; ev < W.n_events; ev++) {
         if (W.effects[ev] == 1 || W.dlq[ev] || W.involved[ev])
             continue;
-        int on_its_way = 0;
-        for (int i = 0; i < W.n_queue; i++)
-            on_its_way |= W.queue[i].ev == ev;
-        for (int i = 0; i < W.n_delayed; i++)
-            on_its_way |= W.delayed[i].ev == ev;
-        for (int i = 0; i < W.n_dl; i++)
-            on_its_way |= W.dl[i].m.ev == ev && W.dl[i].st == DS_UNACKED;
-        if (!on_its_way)
+        if (!on_its_way(ev))
             fail("event %d lost: acked or dropped without its effect committed or a copy kept "
                  "(claim %d, effects %d)", ev, W.claims[ev], W.effects[ev]);
     }
@@ -906,8 +1003,8 @@ static struct sc_consumer_config kcfg;
 static struct sc_config cfg;
 static int delays[] = {1000, 5000};
 static const struct sc_handler_v1 sim_handler = {.abi_version = 1, .name = "sim"};
-static struct item items[BATCH_MAX];
-static char reasons[BATCH_MAX * SC_REASON_LEN];
+static struct item items[ITEMS_CAP];
+static char reasons[ITEMS_CAP * SC_REASON_LEN];
 
 static void setup_consumer(void)
 {
@@ -929,15 +1026,15 @@ static enum next run_batch(struct worker *w, int n)
 {
     if (W.tainted)
         fail("a batch ran on a session a handler broke, never replaced");
-    enum next r = sc_batch_process(w, items, n);
+    enum next r = sc_batch_process(w, dls, n);
     for (int holds = 0; r == NEXT_DB_HOLD; holds++) {
         if (!W.outage)
             fail("batch held for a new session, but the session was fine (an error of the "
                  "handler or of the transaction taken for an outage)");
-        if (!W.faults && holds > 2 * n + 4)
-            fail("a held batch of %d did not settle in %d new sessions after the faults stopped",
-                 n, holds);
-        if (holds > 3 * BATCH_MAX + 6) {
+        if (!W.faults && holds > 2 * w->n_items + 4)
+            fail("a held batch of %d events did not settle in %d new sessions after the faults "
+                 "stopped", w->n_items, holds);
+        if (holds > 3 * ITEMS_CAP + 6) {
             say("  the hold ends (db_outage_hold_ms): everything is returned");
             r = NEXT_RESET;
             break;
@@ -949,12 +1046,53 @@ static enum next run_batch(struct worker *w, int n)
         }
         new_session("held batch");
         w->holding = 1;
-        r = sc_batch_process(w, items, n);
+        r = sc_batch_process(w, dls, n);
     }
     w->holding = 0;
     w->hold_one_by_one = 0;
     w->hold_culprit[0] = 0;
     return r;
+}
+
+/* Batch-mode messages, drawn from a stream of their own so that a schedule
+ * without them is the schedule it always was: runs of events become
+ * members of one message (now and then with a malformed member), most of
+ * them no longer sent alone, some messages sent twice whole. */
+static void add_batch_messages(uint64_t seed)
+{
+    uint64_t main_rng = rng;
+    rng = seed ^ 0x5ca1ab1e0ddba11ULL;
+    W.batches = !no_batches && chance(45);
+    for (int ev = 0; W.batches && ev < W.n_events;) {
+        if (!chance(60)) {
+            ev++;
+            continue;
+        }
+        struct msg m = {.ev = -1, .attempt = 1};
+        int want = 1 + pick(MAX_MEMBERS);
+        while (m.n_mem < want && ev < W.n_events) {
+            if (m.n_mem && chance(12)) {
+                m.mem[m.n_mem++] = -1;
+                W.n_malformed_sent = 1;
+                continue;
+            }
+            int alone = chance(30);
+            for (int i = 0; i < W.n_queue && !alone; i++)
+                if (W.queue[i].n_mem == 0 && W.queue[i].ev == ev) {
+                    memmove(&W.queue[i], &W.queue[i + 1], sizeof W.queue[0] * (size_t)(W.n_queue - i - 1));
+                    W.n_queue--;
+                    i--;
+                }
+            m.mem[m.n_mem++] = ev++;
+        }
+        for (int copies = chance(30) ? 2 : 1; copies > 0 && W.n_queue < MAX_MSGS; copies--) {
+            int at = pick(W.n_queue + 1);
+            memmove(&W.queue[at + 1], &W.queue[at], sizeof W.queue[0] * (size_t)(W.n_queue - at));
+            W.queue[at] = m;
+            W.n_queue++;
+        }
+    }
+    rng = main_rng;
 }
 
 static int run_schedule(uint64_t seed)
@@ -990,12 +1128,14 @@ static int run_schedule(uint64_t seed)
         W.queue[i] = W.queue[j];
         W.queue[j] = t;
     }
-    say("seed %llu: %d events, %d messages, faults %d%%, %s queue, handle_batch %s, "
+    add_batch_messages(seed);
+    say("seed %llu: %d events, %d messages%s, faults %d%%, %s queue, handle_batch %s, "
         "max_attempts %d, poison event %d", (unsigned long long)seed, W.n_events, W.n_queue,
-        W.fault_pct, W.quorum ? "quorum" : "classic", W.has_batch ? "yes" : "no", W.max_attempts,
-        W.poison);
+        W.batches ? " (batch-mode messages among them)" : "", W.fault_pct,
+        W.quorum ? "quorum" : "classic", W.has_batch ? "yes" : "no", W.max_attempts, W.poison);
 
-    struct worker w = {.c = &consumer, .io = &sim_io, .items = items, .reasons = reasons};
+    struct worker w = {.c = &consumer, .io = &sim_io, .items = items, .items_cap = ITEMS_CAP,
+                       .reasons = reasons};
     int fault_batches = 5 + pick(40);
     W.faults = 1;
     for (int b = 0; b < 400 && !W.failure[0]; b++) {
@@ -1016,25 +1156,36 @@ static int run_schedule(uint64_t seed)
             fail("too many deliveries");
             break;
         }
-        W.n_batch_evs = n;
+        /* The loop's rule: a batch-mode message ends the gathering. */
+        W.n_batch_evs = 0;
         for (int i = 0; i < n; i++) {
-            W.batch_evs[i] = W.queue[0].ev;
-            deliver(&items[i], i, W.queue[0]);
+            int evs[MAX_MEMBERS], k = msg_events(&W.queue[0], evs);
+            for (int j = 0; j < k; j++)
+                W.batch_evs[W.n_batch_evs++] = evs[j];
+            deliver(&dls[i], i, W.queue[0]);
             memmove(&W.queue[0], &W.queue[1], sizeof W.queue[0] * (size_t)--W.n_queue);
+            if (sc_batch_ends_gathering(&w, &dls[i].env))
+                n = i + 1;
         }
         if (verbose) {
-            char line[256];
+            char line[512];
             int off = 0;
-            for (int i = 0; i < n; i++)
-                off += snprintf(line + off, sizeof line - (size_t)off, " %d(tag %llu, att %d, dc %d)",
-                                W.dl[first + i].m.ev, (unsigned long long)W.dl[first + i].tag,
-                                W.dl[first + i].m.attempt, W.dl[first + i].m.dcount);
+            for (int i = 0; i < n; i++) {
+                const struct msg *m = &W.dl[first + i].m;
+                if (m->n_mem == 0)
+                    off += snprintf(line + off, sizeof line - (size_t)off, " %d", m->ev);
+                for (int j = 0; j < m->n_mem; j++)
+                    off += snprintf(line + off, sizeof line - (size_t)off, "%s%d%s",
+                                    j ? "," : " [", m->mem[j], j == m->n_mem - 1 ? "]" : "");
+                off += snprintf(line + off, sizeof line - (size_t)off, "(tag %llu, att %d, dc %d)",
+                                (unsigned long long)W.dl[first + i].tag, m->attempt, m->dcount);
+            }
             say("batch %d:%s", b, line);
         }
         enum next r = run_batch(&w, n);
         say("  -> %s", r == NEXT_CONTINUE ? "continue" : r == NEXT_DB_LOST ? "db lost" : "reset");
         check_batch(first, n, r);
-        sc_batch_release(items, n);
+        sc_batch_release(&w);
         if (r == NEXT_RESET) {
             channel_close();
             new_session("after a reset");
@@ -1076,8 +1227,11 @@ int main(int argc, char **argv)
             first = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--verbose") == 0) {
             verbose = 1;
+        } else if (strcmp(argv[i], "--no-batches") == 0) {
+            no_batches = 1;
         } else {
-            fprintf(stderr, "usage: %s [--seeds N] [--first S] | --seed S [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seeds N] [--first S] | --seed S [--verbose] "
+                    "[--no-batches]\n", argv[0]);
             return 2;
         }
     }
@@ -1099,21 +1253,22 @@ int main(int argc, char **argv)
         kcfg.max_attempts = 5;
         kcfg.queue_type = "classic";
         snprintf(ids[0], sizeof ids[0], "00000000-0000-4000-8000-000000000001");
-        struct worker dw = {.c = &consumer, .io = &sim_io, .items = items, .reasons = reasons};
+        struct worker dw = {.c = &consumer, .io = &sim_io, .items = items,
+                            .items_cap = ITEMS_CAP, .reasons = reasons};
         W.n_batch_evs = 1;
-        deliver(&items[0], 0, (struct msg){.ev = 0, .attempt = 1});
+        deliver(&dls[0], 0, (struct msg){.ev = 0, .attempt = 1});
         headers[0][0].key = amqp_cstring_bytes(SC_H_ATTEMPTS);
         headers[0][0].value.kind = AMQP_FIELD_KIND_I64;
         headers[0][0].value.value.i64 = 5000000;
-        items[0].env.message.properties._flags = AMQP_BASIC_HEADERS_FLAG;
-        items[0].env.message.properties.headers.num_entries = 1;
-        items[0].env.message.properties.headers.entries = headers[0];
-        enum next r = sc_batch_process(&dw, items, 1);
+        dls[0].env.message.properties._flags = AMQP_BASIC_HEADERS_FLAG;
+        dls[0].env.message.properties.headers.num_entries = 1;
+        dls[0].env.message.properties.headers.entries = headers[0];
+        enum next r = sc_batch_process(&dw, dls, 1);
         ok(r == NEXT_CONTINUE && items[0].attempt == SC_MAX_ATTEMPTS_SEEN && W.dlq[0] == 1 &&
                W.n_delayed == 0,
            "an attempt header of 5000000 is clamped to %d and dead-lettered (attempt %d, dlq %d, "
            "delayed %d)", SC_MAX_ATTEMPTS_SEEN, items[0].attempt, W.dlq[0], W.n_delayed);
-        sc_batch_release(items, 1);
+        sc_batch_release(&dw);
         /* A retried delivery at attempt 2 below the limit goes through a
          * delay queue, counted once. */
         memset(&W, 0, sizeof W);
@@ -1121,11 +1276,11 @@ int main(int argc, char **argv)
         W.poison = -1;
         W.always_retry = 1;
         W.channel = W.next_tag = 1;
-        deliver(&items[0], 0, (struct msg){.ev = 0, .attempt = 2});
-        r = sc_batch_process(&dw, items, 1);
+        deliver(&dls[0], 0, (struct msg){.ev = 0, .attempt = 2});
+        r = sc_batch_process(&dw, dls, 1);
         ok(r == NEXT_CONTINUE && W.n_delayed == 1 && W.delayed[0].attempt == 3 && !W.dlq[0],
            "a retry at attempt 2 of 5 goes to a delay queue as attempt 3");
-        sc_batch_release(items, 1);
+        sc_batch_release(&dw);
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1144,6 +1299,10 @@ int main(int argc, char **argv)
     printf("# %llu schedules from seed %llu in %.2f s (%.0f/s), %llu failed\n",
            (unsigned long long)count, (unsigned long long)first, secs, (double)count / secs,
            (unsigned long long)failed);
+    printf("# batch mode: %llu deliveries of batch-mode messages, %llu returned whole, %llu acked "
+           "with some members applied and others copied, %llu member copies confirmed\n",
+           stats.batch_deliveries, stats.batch_returned, stats.batch_acked_mixed,
+           stats.member_copies);
     if (failed)
         printf("not ok %d - consumer core simulation: %llu of %llu schedules broke an invariant "
                "(first: seed %llu)\n", one ? 1 : 3, (unsigned long long)failed, (unsigned long long)count,

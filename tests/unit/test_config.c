@@ -279,5 +279,34 @@ int main(void)
     is_str(red, "127.0.0.1:5671", "amqp endpoint");
     sc_url_endpoint("mysql://u@/app?socket=/run/my.sock", red, sizeof red);
     is_str(red, "/run/my.sock", "socket endpoint");
+    /* Envelope modes. */
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[" CONSUMER "]}", &c, err, 0) == 0 &&
+           strcmp(c.consumers[0].envelope, "cloudevents") == 0 && !c.consumers[0].plain_source &&
+           !c.consumers[0].plain_subject,
+       "envelope defaults to cloudevents, no plain_source or plain_subject");
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+             "\"envelope\":\"plain\",\"plain_source\":\"shop\",\"plain_subject\":\"/order/id~1x\"}]}",
+             &c, err, 0) == 0 &&
+           strcmp(c.consumers[0].envelope, "plain") == 0 &&
+           strcmp(c.consumers[0].plain_source, "shop") == 0 &&
+           strcmp(c.consumers[0].plain_subject, "/order/id~1x") == 0,
+       "envelope plain with plain_source and plain_subject (%s)", err);
+    sc_config_free(&c);
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+            "\"envelope\":\"binary\"}]}", "consumers[0].envelope", "envelope binary is no choice");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+            "\"plain_subject\":\"/a\"}]}", "consumers[0].plain_subject: only with",
+            "plain_subject without envelope plain");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+            "\"envelope\":\"plain\",\"plain_subject\":\"order/id\"}]}",
+            "consumers[0].plain_subject: \"order/id\" is not an RFC 6901",
+            "plain_subject without its leading /");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+            "\"envelope\":\"plain\",\"plain_subject\":\"/a~2\"}]}", "consumers[0].plain_subject",
+            "plain_subject with a bad ~ escape");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
+            "\"envelope\":\"plain\",\"plain_source\":\"\"}]}", "consumers[0].plain_source: expected a non-empty string",
+            "an empty plain_source");
     return done();
 }

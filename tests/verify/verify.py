@@ -370,6 +370,71 @@ dups_backed = all(vq("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = 
                      (l["consumer"], l["event_id"]))[0][0] == 1 and l.get("error_code") == 1062 for l in dup_lines)
 
 
+# ---- 8. every envelope mode through the consumer's repeat windows ---------
+# Binary, batch and plain messages published straight to a consumer (twice:
+# the publisher's repeat), which dies after COMMIT before the ack and is
+# restarted: every event of each message applies once and each repeat meets
+# its claim. (After the counts above: these events have no orders.)
+import uuid as _uuid  # noqa: E402
+
+PLAIN_NS = _uuid.UUID("e14e4d96-96cb-4472-bb74-4bfd5af7215d")  # docs/contract.md
+
+
+def mode_message(mode):
+    """(consumer settings, pika properties, body, event ids)"""
+    if mode == "binary":
+        eid = str(_uuid.uuid4())
+        h = {"ce-specversion": "1.0", "ce-id": eid, "ce-type": "ORDER_ACCEPTED", "ce-source": "ORDER",
+             "ce-subject": "1001", "ce-eventversion": "1"}
+        return {}, pika.BasicProperties(content_type="application/json", headers=h, delivery_mode=2), \
+            '{"orderId": 1001}', [eid]
+    if mode == "batch":
+        ids = [str(_uuid.uuid4()) for _ in range(3)]
+        body = "[" + ",".join(event_body(e, subject=str(1001 + i)) for i, e in enumerate(ids)) + "]"
+        return {}, pika.BasicProperties(content_type="application/cloudevents-batch+json", delivery_mode=2), body, ids
+    mid = f"{EXP}-plain"
+    return {"envelope": "plain", "plain_subject": "/orderId"}, \
+        pika.BasicProperties(content_type="application/json", message_id=mid, type="ORDER_ACCEPTED",
+                             headers={"eventversion": 1}, delivery_mode=2), \
+        '{"orderId": 1001}', [str(_uuid.uuid5(PLAIN_NS, mid))]
+
+
+envelope_modes = {}
+for mode in ("binary", "batch", "plain"):
+    settings, props, body, ids = mode_message(mode)
+    mc = Sidecar(name=f"verify-{mode}-" + suffix(), mysql_url=MYSQL_URL, extra={"log": {"level": "debug"}},
+                 consumer_extra=dict(settings, prefetch=1))
+    mc.start(env={"SIDECAR_FAULT": "consumer.after_commit"})
+    c8 = amqp()
+    ch8 = c8.channel()
+    ch8.confirm_delivery()
+    for _ in range(2):
+        ch8.basic_publish(mc.exchange, "ORDER_ACCEPTED", body, props)
+    c8.close()
+    rc8 = mc.wait_exit(30)
+    rows_after_crash = vq("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s", (mc.name,))[0][0]
+    mc.start()
+    wait_until(lambda: sum(1 for l in mc.outcomes("duplicate") if l.get("event_id") in ids) >= 2 * len(ids),
+               timeout=30)
+    mc.stop()
+    dups = [l for l in mc.outcomes("duplicate") if l.get("event_id") in ids]
+    marks = ",".join(["%s"] * len(ids))
+    jobs8 = vq(f"SELECT COUNT(*) FROM notification_job WHERE event_id IN ({marks})", ids)[0][0]
+    consumed8 = vq(f"SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s AND event_id IN ({marks})",
+                   (mc.name, *ids))[0][0]
+    envelope_modes[mode] = {"events": len(ids), "deliveries": 2, "consumerExitCode": rc8,
+                            "consumedEventRowsAfterCrash": rows_after_crash,
+                            "duplicatesRecognised": len(dups), "consumedEventRows": consumed8,
+                            "notificationJobs": jobs8}
+    injections.append({
+        "point": "afterConsumerCommitBeforeAck", "envelopeMode": mode,
+        "expected": f"a {mode}-mode message sent twice; the consumer dies after COMMIT; the redelivery and the "
+                    "publisher's repeat each meet every event's claim and are acked with no second effect",
+        "observed": envelope_modes[mode]})
+    ok(rc8 == 86 and len(dups) >= 2 * len(ids) and jobs8 == len(ids) and consumed8 == len(ids),
+       f"{mode} mode: died after COMMIT, {len(dups)} duplicates for {len(ids)} events, one effect each")
+
+
 def verdict(b):
     return "PASS" if b else "FAIL"
 
@@ -385,12 +450,17 @@ invariants = {
     "oneLocalEffectPerConsumerAndEvent": verdict(
         multi_consumed == 0 and jobs == np_consumed and counts["consumedEventRows"] == 1 and counts["notificationJobs"] == 1),
     "everyNonTerminalStateIsQueryable": verdict(all(observed_states.values()) and len(observed_states) == 4),
+    "everyEnvelopeModeAppliedOnceAcrossRepeats": verdict(len(envelope_modes) == 3 and all(
+        m["consumedEventRows"] == m["events"] and m["notificationJobs"] == m["events"]
+        and m["duplicatesRecognised"] >= 2 * m["events"] for m in envelope_modes.values())),
 }
 repeats = {
     "afterBrokerConfirmBeforePublishedMark": audit[E] > 1,
     "afterConsumerCommitBeforeAck": len(received(E)) > 1,
     "concurrentClaimsExpiredLeaseLateConfirm": audit[E5] > 1,
 }
+for _mode, _m in envelope_modes.items():
+    repeats[f"afterConsumerCommitBeforeAck/{_mode}"] = _m["duplicatesRecognised"] >= 2 * _m["events"]
 for name, v in invariants.items():
     ok(v == "PASS", f"invariant {name}: {v}")
 for name, v in repeats.items():
