@@ -79,7 +79,7 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
         break;
     case SC_ROW_UNCONFIRMED:
         atomic_fetch_add(&c->m->unconfirmed, 1);
-        sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease", detail);
+        sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease", detail ? detail : "not confirmed");
         break;
     default:
         break;
