@@ -346,8 +346,9 @@ class Producers:
     outcome: committed / already_accepted (with the event id the database
     holds), or failed / abandoned (never known to have committed)."""
 
-    def __init__(self, topo, db_proxies, rate):
+    def __init__(self, topo, db_proxies, rate, seed):
         self.topo = topo
+        self.rng = random.Random(seed ^ 0x5EED)  # bursts: the same seed, the same bursts
         self.proxies = db_proxies
         self.rate = rate
         self.stop = threading.Event()
@@ -504,14 +505,15 @@ class Producers:
         return None, None, node
 
     # -- the producer library, through examples/order-producer
-    def _run_c(self, prefix, start, count, k):
+    def _run_c(self, prefix, start, count, k, rate=None):
         env = dict(os.environ, SIDECAR_MYSQL_URL=self.url(k))
         env.pop("SIDECAR_FAULT", None)
         t = now()
         try:
-            r = subprocess.run([os.environ["SC_ORDER_PRODUCER"], "--count", str(count), "--rate", str(self.rate / 2),
+            r = subprocess.run([os.environ["SC_ORDER_PRODUCER"], "--count", str(count),
+                                "--rate", str(self.rate / 2 if rate is None else rate),
                                 "--tenant", TENANT, "--prefix", prefix, "--start", str(start)],
-                               env=env, capture_output=True, text=True, timeout=60 + count * 30)
+                               env=env, capture_output=True, text=True, timeout=60 + count * 5)
             stdout = r.stdout
         except subprocess.TimeoutExpired as e:
             stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -556,7 +558,12 @@ class Producers:
         while not self.stop.is_set():
             chunk += 1
             self.rerun_pending(chunk)
-            self._run_c(f"c{chunk}", 1, 10, chunk)
+            if self.rng.random() < 0.08:
+                # a burst: 60 orders as fast as one connection commits them,
+                # so consumers see full batches and the relay full claims
+                self._run_c(f"c{chunk}", 1, 60, chunk, rate=0)
+            else:
+                self._run_c(f"c{chunk}", 1, 10, chunk)
 
     def finish(self):
         """Stops producing; settles what the C producer left unsettled
@@ -1556,7 +1563,7 @@ def main():
         return 1
     audit = Audit(topo)
     audit.start()
-    producers = Producers(topo, dbp, RATE)
+    producers = Producers(topo, dbp, RATE, seed)
     producers.start()
     nem = Nemesis(topo, procs, dbp, amqpp, seed, a.seconds)
     sched = threading.Thread(target=nem.run, name="nemesis", daemon=True)
