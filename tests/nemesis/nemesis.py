@@ -1388,6 +1388,42 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     return summary, classes
 
 
+class _QuietTap(Tap):
+    def ok(self, cond, label, detail=None):
+        self.n += 1
+        self.failed += 0 if cond else 1
+        return cond
+
+
+def self_check(topo, procs, producers, nem, audit_path, rows, dlq, depths):
+    """The checker must not be vacuous: on a copy of this run's rows with one
+    effect row dropped, one claim and its effect dropped, one effect row
+    repeated, one outbox row left PUBLISHING and one event moved to a DLQ,
+    it must find exactly those. Returns (found as expected, what it found)."""
+    import copy
+    r = copy.deepcopy(rows)
+    eids = [o[2] for o in r["orders"]]
+    if len(eids) < 5:
+        return False, "fewer than 5 orders"
+    r["effects"] = [e for e in r["effects"] if e[2] != eids[0]]
+    r["consumed"] = [c for c in r["consumed"] if not (c[1] in (eids[1], eids[4]) and c[0] == "nem-jobs")]
+    r["jobs"] = [j for j in r["jobs"] if j[0] not in (eids[1], eids[4])]
+    twin = [e for e in r["effects"] if e[2] == eids[2]]
+    if twin:
+        r["effects"].append([-1] + twin[0][1:])
+    for o in r["outbox"]:
+        if o[0] == eids[3]:
+            o[1] = "PUBLISHING"
+    d = list(dlq) + [{"consumer": "nem-jobs", "event_id": eids[4], "reason": "self-check", "attempts": 0,
+                      "failed_at": ""}]
+    s, cl = check(topo, procs, producers, nem, audit_path, r, d, depths, _QuietTap())
+    want = {"lost": {eids[0], eids[1]}, "doubled": {eids[2]}, "stuck": {eids[3]}, "dead_lettered": {eids[4]}}
+    got = {k: set(v) - {x for x in v if x.startswith("queue:")} for k, v in cl.items()}
+    good = all(want[k] <= got[k] for k in want)
+    extra = {k: len(got[k] - want[k]) for k in want}
+    return good, f"found {', '.join(f'{k} {len(got[k] & want[k])}/{len(want[k])}' for k in want)}; other ids {extra}"
+
+
 def explain(run_dir, eid, out=sys.stdout):
     """One event's whole history, from the files of a run."""
     def p(s=""):
@@ -1605,6 +1641,10 @@ def main():
     depths = queue_depths(topo)
     tap.ok(depths is not None, "queue depths read from rabbitmqctl")
     summary, classes = check(topo, procs, producers, nem, os.path.join(RUN_DIR, "audit.jsonl"), rows, dlq, depths, tap)
+    good_check, what = self_check(topo, procs, producers, nem, os.path.join(RUN_DIR, "audit.jsonl"), rows, dlq,
+                                  depths)
+    tap.ok(good_check, f"the checker finds a dropped effect, a dropped claim, a doubled effect, a stuck row and a"
+           f" dead letter planted in a copy of this run's rows ({what})")
     summary.update(seed=seed, seconds=a.seconds, mode=mode, drain_s=round(now() - t_drain, 1), drained=done_,
                    wall_s=round(now() - T0, 1))
     with open(os.path.join(RUN_DIR, "summary.json"), "w") as f:
