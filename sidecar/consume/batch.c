@@ -117,6 +117,12 @@ static struct txn_end run_ladder(struct worker *w, struct item *items, int n)
 static enum next hold(struct worker *w, struct item *items, int n, const struct txn_end *t)
 {
     const char *culprit = t->culprit >= 0 ? items[t->culprit].ev.ev.id : "";
+    /* A node that cannot take writes is never the delivery's fault, however
+     * often a fresh session meets it (a Galera node outside the primary
+     * component answers the read-only probe as writable). */
+    int not_writable = t->cause.cls == SC_DBERR_NOT_WRITABLE;
+    if (not_writable)
+        culprit = "";
     if (w->holding && culprit[0] && strcmp(culprit, w->hold_culprit) == 0) {
         struct item *it = &items[t->culprit];
         sc_item_error_fields(it, &t->cause);

@@ -36,7 +36,14 @@ static enum next process_holding(struct worker *w, struct delivery *dls, int n)
     enum next next = sc_batch_process(w, dls, n);
     if (next == NEXT_DB_HOLD)
         w->hold_since_ms = sc_now_ms();
-    while (next == NEXT_DB_HOLD) {
+    for (unsigned long long refused = 0; next == NEXT_DB_HOLD;) {
+        /* A fresh session the node refused again: wait before the next one
+         * (backoff, heartbeats kept) instead of remaking sessions in a loop. */
+        if (w->holding && w->hold_cause.cls == SC_DBERR_NOT_WRITABLE &&
+            sc_worker_wait(w, sc_backoff_ms(++refused), w->hold_since_ms)) {
+            next = NEXT_RESET;
+            break;
+        }
         if (sc_worker_reconnect_db(w, w->hold_since_ms)) {
             next = NEXT_RESET; /* closing the channel returns the batch */
             break;

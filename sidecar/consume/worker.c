@@ -97,6 +97,22 @@ static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_l
     return -1;
 }
 
+int sc_worker_wait(struct worker *w, int ms, int64_t since_ms)
+{
+    int64_t left = since_ms + w->c->k->db_outage_hold_ms - sc_now_ms();
+    if (left <= 0)
+        return -1;
+    char err[512] = "";
+    if (wait_keeping_broker(w, ms < left ? ms : (int)left, err, sizeof err)) {
+        if (err[0]) {
+            struct sc_log_fields lf = {.consumer = w->c->k->name};
+            sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* The database session is gone, or its last COMMIT failed, while the broker
  * session is fine: make the database session again in place, with backoff.
  * The deliveries prefetched behind the batch stay in hand: closing the

@@ -159,6 +159,11 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code);
  * delivery). */
 void sc_worker_close(struct worker *w);
 
+/* worker.c: waits ms (at most until db_outage_hold_ms after since_ms) with
+ * both broker connections kept alive. Returns 0, or -1 (a stop, the broker
+ * went away, or the hold passed). */
+int sc_worker_wait(struct worker *w, int ms, int64_t since_ms);
+
 /* worker.c: makes the database session again in place, with backoff, while
  * the broker session and the deliveries in hand are kept, until
  * db_outage_hold_ms after since_ms. Returns 0, or -1 (a stop, the broker
