@@ -322,7 +322,7 @@ def consumer_config(topo, name, urls_mysql, urls_amqp, cluster):
                "prefetch": 32, "batch_max": 16, "workers": 2,
                "retry_delays_ms": RETRY_DELAYS_MS}
     return {"amqp": {"url": urls_amqp, "heartbeat_s": HEARTBEAT_S},
-            "mysql": {"url": urls_mysql},
+            "mysql": {"url": urls_mysql, "lock_wait_timeout_s": HEARTBEAT_S},
             "http": {"listen": "127.0.0.1:0"},
             # debug: the "received" line of every delivery, with its tag and
             # redelivered flag, is the consumer's side of --explain
@@ -332,11 +332,11 @@ def consumer_config(topo, name, urls_mysql, urls_amqp, cluster):
 
 def relay_config(name, urls_mysql, urls_amqp):
     return {"amqp": {"url": urls_amqp, "heartbeat_s": HEARTBEAT_S},
-            "mysql": {"url": urls_mysql},
+            "mysql": {"url": urls_mysql, "lock_wait_timeout_s": HEARTBEAT_S},
             "http": {"listen": "127.0.0.1:0"},
             "log": {"level": "info"},
             "relay": {"worker_id": name.replace("relay", "nem-relay"), "exchange": EXCHANGE, "batch": 50,
-                      "lease_ms": LEASE_MS, "poll_ms": 100, "confirm_timeout_ms": LEASE_MS // 2}}
+                      "lease_ms": LEASE_MS, "poll_ms": 100, "confirm_timeout_ms": LEASE_MS // 3}}
 
 
 # ---- the producers -----------------------------------------------------------
