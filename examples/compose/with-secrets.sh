@@ -10,9 +10,9 @@
 #
 # mysql: on the first start only (empty data directory), as root, it writes
 #   SET @sidecar_<role>_password = '...' for each <role>_mysql_url secret
-#   (consumer, relay, producer) into a file only the mysql user can read;
+#   (consumer, relay, producer, admin) into a file only the mysql user can read;
 #   sql/zz_grants.sh feeds it to sql/grants/<role>.sql and deletes it. A role
-#   without a URL secret (admin) gets a random password nobody knows.
+#   without a URL secret gets a random password nobody knows.
 # rabbitmq: the user and password of the amqp_url secret become
 #   RABBITMQ_DEFAULT_USER/PASS of the server process only (the broker uses
 #   them when its database is new).
@@ -63,7 +63,7 @@ mysql)
         (
             umask 077
             : >"$out"
-            for r in consumer relay producer; do
+            for r in consumer relay producer admin; do
                 f="$secrets/${r}_mysql_url"
                 [ -r "$f" ] || continue
                 pw=$(url_part "$f" password) || continue
