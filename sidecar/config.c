@@ -61,6 +61,7 @@ struct table {
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
+static const char *const content_modes[] = {"structured", "binary", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
 
@@ -189,6 +190,12 @@ static const struct field relay_fields[] = {
     {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
      .max = 600000, .def_int = 5000, .def_doc = "5000 (a third of a shorter lease)",
      .help = "wait for a batch's confirms"},
+    {.key = "content_mode", .type = F_STR, .off = REL(content_mode), .def_str = "structured",
+     .choices = content_modes,
+     .help = "`structured`: the CloudEvent is the body (`application/cloudevents+json`). `binary`: "
+             "the body is the payload exactly as stored (`content_type` `application/json`), every "
+             "other attribute a `cloudEvents:` header, `message_id` the id "
+             "([contract.md](contract.md#the-outbox-relay-contract))"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 

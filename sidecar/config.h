@@ -45,6 +45,7 @@ struct sc_relay_config {
     int lease_ms;
     int poll_ms;
     int confirm_timeout_ms;
+    char *content_mode;        /* "structured" or "binary" */
 };
 
 /* The longest relay.worker_id: outbox_event.lease_owner is VARCHAR(128). */

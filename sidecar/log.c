@@ -123,6 +123,11 @@ void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *
         put_str_field(&b, "message_id", f->message_id);
         if (f->batch_member > 0)
             put_num_field(&b, "batch_index", (unsigned)(f->batch_member - 1));
+        if (f->trace_id && f->trace_id[0]) {
+            put_str_field(&b, "trace_id", f->trace_id);
+            put_str_field(&b, "span_id", f->span_id);
+            put_str_field(&b, "parent_span_id", f->parent_span_id);
+        }
     }
     line[b.len++] = '}';
     line[b.len++] = '\n';

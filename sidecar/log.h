@@ -21,6 +21,11 @@ struct sc_log_fields {
     const char *message_id; /* a plain message's message_id that is not a UUID (event_id
                                is its UUIDv5) */
     int batch_member;      /* a member of a batch-mode message: its index + 1 (0: not one) */
+    /* W3C trace context of the event (NULL or empty: none): its trace id,
+     * this process's span handling it, and the span it came from */
+    const char *trace_id;
+    const char *span_id;
+    const char *parent_span_id;
 };
 
 extern int sc_log_min_level;

@@ -166,6 +166,7 @@ int sc_relay_run(const struct sc_config *cfg)
         .worker_id = worker_id, .exchange = rc->exchange, .batch = rc->batch,
         .lease_ms = rc->lease_ms, .confirm_timeout_ms = rc->confirm_timeout_ms,
         .poll_ms = rc->poll_ms, .heartbeat_ms = cfg->amqp_heartbeat_s * 1000,
+        .binary = strcmp(rc->content_mode, "binary") == 0,
     };
     struct sc_relay_core core;
     if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_relay_core_init(&core, &p, &relay_ops, &io, &m)) {
@@ -184,8 +185,8 @@ int sc_relay_run(const struct sc_config *cfg)
         sc_relay_db_free(&io.db);
         return 1;
     }
-    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms)", worker_id,
-            rc->exchange, rc->batch, rc->lease_ms);
+    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, %s mode)",
+            worker_id, rc->exchange, rc->batch, rc->lease_ms, rc->content_mode);
     sc_relay_db_log_claim_sql(rc->batch);
     sc_notify_ready("relaying: /readyz tells when connected");
 

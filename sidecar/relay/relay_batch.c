@@ -51,10 +51,15 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
     }
     enum sc_relay_row_state from = r->state;
     r->state = to;
-    struct sc_log_fields lf = {.event_id = r->event_id, .outcome = sc_relay_row_state_name(to)};
+    struct sc_relay_trace tc;
+    sc_relay_trace_of(r, &tc, 0);
+    struct sc_log_fields lf = {.event_id = r->event_id, .outcome = sc_relay_row_state_name(to),
+                               .trace_id = tc.trace_id};
     switch (to) {
     case SC_ROW_PUBLISHED:
         atomic_fetch_add(&c->m->published, 1);
+        if (sc_log_enabled(SC_LOG_DEBUG))
+            sc_log(SC_LOG_DEBUG, &lf, "published");
         break;
     case SC_ROW_FAILED:
         atomic_fetch_add(&c->m->invalid, 1);
@@ -211,7 +216,7 @@ void sc_relay_batch_send(struct sc_relay_core *c, struct sc_relay_batch *b)
     }
     for (int i = 0; i < b->n; i++) {
         struct sc_relay_row *r = &b->rows[i];
-        switch (sc_relay_message_build(r, c->p.exchange, &b->msgs[b->n_msgs], r->why, sizeof r->why)) {
+        switch (sc_relay_message_build(r, &c->p, &b->msgs[b->n_msgs], r->why, sizeof r->why)) {
         case SC_RELAY_BUILT:
             b->msg_row[b->n_msgs++] = i;
             break;

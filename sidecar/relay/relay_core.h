@@ -19,6 +19,9 @@
 
 #define SC_RELAY_WHY_MAX 256
 #define SC_RELAY_POLL_MIN_MS 5
+/* The most AMQP headers one message carries (binary mode's attributes and
+ * room for more). */
+#define SC_RELAY_HEADERS_MAX 16
 
 /* A row's state in its batch. Set only by the core's row_to(), which checks
  * the transition; the terminal states say what happens to the row next. */
@@ -50,11 +53,14 @@ struct sc_relay_row {
     char *aggregate_type, *aggregate_id, *event_type, *payload;
     char time[40];
     long long version;
+    char traceparent[56];  /* W3C trace context, empty when the row has none */
+    char *tracestate;      /* NULL when none */
     /* the relay's */
     enum sc_relay_row_state state;
     char why[SC_RELAY_WHY_MAX];   /* SC_ROW_INVALID: the reason */
-    char *body;                   /* the CloudEvents JSON */
+    char *body;                   /* the CloudEvents JSON (structured mode) */
     amqp_basic_properties_t props;
+    amqp_table_entry_t headers[SC_RELAY_HEADERS_MAX]; /* props.headers points here */
 };
 
 /* One claimed batch, from its claim to its last mark. */
@@ -118,6 +124,7 @@ struct sc_relay_params {
     const char *worker_id, *exchange;
     int batch, lease_ms, confirm_timeout_ms, poll_ms;
     int heartbeat_ms; /* amqp.heartbeat_s in ms, 0 when off */
+    int binary;       /* relay.content_mode "binary": attributes as headers, data as body */
 };
 
 struct sc_relay_core {

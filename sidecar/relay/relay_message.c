@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "envelope/json_span.h"
+#include "envelope/trace_context.h"
+#include "log.h"
 #include "outbox_rules.h"
 
 struct text {
@@ -80,7 +82,63 @@ static int append_json_string(struct text *t, const char *s)
     return sc_json_text_valid(t->b + start, t->len - start) ? 0 : -1;
 }
 
-enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *exchange,
+void sc_relay_trace_of(const struct sc_relay_row *o, struct sc_relay_trace *out, int log_invalid)
+{
+    char why[160];
+    struct sc_log_fields lf = {.event_id = o->event_id, .outcome = "trace_context_ignored"};
+    memset(out, 0, sizeof *out);
+    if (o->traceparent[0]) {
+        if (sc_traceparent_check(o->traceparent, strlen(o->traceparent), why, sizeof why)) {
+            out->traceparent = o->traceparent;
+            sc_trace_id_of(o->traceparent, out->trace_id);
+        } else if (log_invalid) {
+            sc_log(SC_LOG_WARN, &lf, "outbox row's %s; published without trace context", why);
+        }
+    }
+    /* tracestate means nothing without the traceparent it belongs to */
+    if (out->traceparent && o->tracestate) {
+        if (sc_tracestate_check(o->tracestate, strlen(o->tracestate), why, sizeof why))
+            out->tracestate = o->tracestate;
+        else if (log_invalid)
+            sc_log(SC_LOG_WARN, &lf, "outbox row's %s; published without it", why);
+    }
+}
+
+/* One AMQP header with a string value pointing into the row. */
+static void header_text(struct sc_relay_row *o, const char *key, const char *value)
+{
+    amqp_table_entry_t *e = &o->headers[o->props.headers.num_entries++];
+    e->key = amqp_cstring_bytes(key);
+    e->value.kind = AMQP_FIELD_KIND_UTF8;
+    e->value.value.bytes = amqp_cstring_bytes(value);
+}
+
+/* Binary mode: every attribute but data and datacontenttype (which is the
+ * content_type property) as a `cloudEvents:` header (the AMQP binding's
+ * prefix); eventversion an AMQP integer, time a string (an AMQP timestamp
+ * would drop the microseconds). */
+static void binary_headers(struct sc_relay_row *o, const struct sc_relay_trace *tc)
+{
+    o->props.headers.entries = o->headers;
+    o->props.headers.num_entries = 0;
+    header_text(o, "cloudEvents:specversion", "1.0");
+    header_text(o, "cloudEvents:id", o->event_id);
+    header_text(o, "cloudEvents:type", o->event_type);
+    header_text(o, "cloudEvents:source", o->aggregate_type);
+    header_text(o, "cloudEvents:subject", o->aggregate_id);
+    header_text(o, "cloudEvents:time", o->time);
+    amqp_table_entry_t *v = &o->headers[o->props.headers.num_entries++];
+    v->key = amqp_cstring_bytes("cloudEvents:eventversion");
+    v->value.kind = AMQP_FIELD_KIND_I64;
+    v->value.value.i64 = o->version;
+    if (tc->traceparent)
+        header_text(o, "cloudEvents:traceparent", tc->traceparent);
+    if (tc->tracestate)
+        header_text(o, "cloudEvents:tracestate", tc->tracestate);
+    o->props._flags |= AMQP_BASIC_HEADERS_FLAG;
+}
+
+enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct sc_relay_params *p,
                                            struct sc_publish *m, char *why, size_t why_len)
 {
     int rule = sc_rules_event_check(o->event_id, o->aggregate_type, o->aggregate_id, o->event_type,
@@ -89,9 +147,13 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *e
         return SC_RELAY_NO_MEMORY;
     if (rule == 0)
         return SC_RELAY_INVALID;
+    struct sc_relay_trace tc;
+    sc_relay_trace_of(o, &tc, 1);
     /* `data` is the payload text exactly as the server returned it (checked
      * above to be one JSON value, never re-encoded: numbers keep their
-     * digits), so the body is assembled as text. */
+     * digits), so the body is assembled as text. The attributes are
+     * written as JSON in both modes: that is also the check that each text
+     * field is UTF-8, which a header must be too. */
     struct text t = {0};
     char num[32];
     snprintf(num, sizeof num, "%lld", o->version);
@@ -108,6 +170,14 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *e
     bad |= append_json_string(&t, o->time);
     append_raw(&t, ",\"eventversion\":");
     append_raw(&t, num);
+    if (tc.traceparent) {
+        append_raw(&t, ",\"traceparent\":");
+        bad |= append_json_string(&t, tc.traceparent);
+    }
+    if (tc.tracestate) {
+        append_raw(&t, ",\"tracestate\":");
+        bad |= append_json_string(&t, tc.tracestate);
+    }
     append_raw(&t, ",\"datacontenttype\":\"application/json\",\"data\":");
     append_raw(&t, o->payload);
     append_raw(&t, "}");
@@ -118,20 +188,30 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *e
         snprintf(why, why_len, "a text field is not UTF-8");
         return SC_RELAY_INVALID;
     }
-    o->body = t.b;
     memset(&o->props, 0, sizeof o->props);
     o->props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
                       AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TYPE_FLAG;
-    o->props.content_type = amqp_cstring_bytes("application/cloudevents+json");
     o->props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
     o->props.message_id = amqp_cstring_bytes(o->event_id);
     o->props.type = amqp_cstring_bytes(o->event_type);
     memset(m, 0, sizeof *m);
-    m->exchange = exchange;
+    if (p->binary) {
+        /* The payload itself is the body: a reader that knows nothing of
+         * CloudEvents gets its plain JSON. */
+        free(t.b);
+        o->props.content_type = amqp_cstring_bytes("application/json");
+        binary_headers(o, &tc);
+        m->body.bytes = o->payload;
+        m->body.len = strlen(o->payload);
+    } else {
+        o->body = t.b;
+        o->props.content_type = amqp_cstring_bytes("application/cloudevents+json");
+        m->body.bytes = o->body;
+        m->body.len = t.len;
+    }
+    m->exchange = p->exchange;
     m->routing_key = o->event_type;
     m->props = &o->props;
-    m->body.bytes = o->body;
-    m->body.len = t.len;
     m->mandatory = 1;
     return SC_RELAY_BUILT;
 }
@@ -142,6 +222,7 @@ void sc_relay_row_clear(struct sc_relay_row *o)
     free(o->aggregate_id);
     free(o->event_type);
     free(o->payload);
+    free(o->tracestate);
     free(o->body);
     memset(o, 0, sizeof *o);
 }

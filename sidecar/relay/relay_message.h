@@ -14,10 +14,22 @@ enum sc_relay_build {
     SC_RELAY_NO_MEMORY,   /* nothing is known about the row: leave it to its lease */
 };
 
-/* Builds the message of row for exchange into row->body/props and m (which
- * points into row). */
-enum sc_relay_build sc_relay_message_build(struct sc_relay_row *row, const char *exchange,
+/* Builds the message of row for p->exchange, in p's content mode, into
+ * row->body/props/headers and m (which points into row). */
+enum sc_relay_build sc_relay_message_build(struct sc_relay_row *row,
+                                           const struct sc_relay_params *p,
                                            struct sc_publish *m, char *why, size_t why_len);
+
+/* The trace context a row's message carries: its columns where they are
+ * valid W3C values, NULL where absent or invalid (an invalid one is logged
+ * when log_invalid, and left out: the event is published without it, never
+ * refused for it). */
+struct sc_relay_trace {
+    const char *traceparent, *tracestate;
+    char trace_id[33]; /* empty without a traceparent */
+};
+void sc_relay_trace_of(const struct sc_relay_row *row, struct sc_relay_trace *out,
+                       int log_invalid);
 
 /* Frees what a claim and a build put in row and zeroes it. */
 void sc_relay_row_clear(struct sc_relay_row *row);

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sidecar/envelope/attributes.h"
 #include "sidecar/envelope/event.h"
+#include "sidecar/envelope/message.h"
 #include "sidecar/relay/relay_message.h"
 #include "tap.h"
 
@@ -24,6 +26,72 @@ static struct sc_relay_row row(const char *atype, const char *aid, const char *t
     return r;
 }
 
+static const struct sc_relay_params structured = {.exchange = "orders"};
+static const struct sc_relay_params binary = {.exchange = "orders", .binary = 1};
+
+/* The header key of the built message, or NULL. */
+static const amqp_field_value_t *header(const struct sc_publish *m, const char *key)
+{
+    const amqp_table_t *t = &m->props->headers;
+    for (int i = 0; i < t->num_entries; i++)
+        if (t->entries[i].key.len == strlen(key) && memcmp(t->entries[i].key.bytes, key, strlen(key)) == 0)
+            return &t->entries[i].value;
+    return NULL;
+}
+
+static int header_is(const struct sc_publish *m, const char *key, const char *want)
+{
+    const amqp_field_value_t *v = header(m, key);
+    return v && v->kind == AMQP_FIELD_KIND_UTF8 && v->value.bytes.len == strlen(want) &&
+           memcmp(v->value.bytes.bytes, want, strlen(want)) == 0;
+}
+
+/* Binary mode: the payload verbatim as the body, the attributes as
+ * cloudEvents: headers, read back by the consumer's own binary parser. */
+static void binary_mode(void)
+{
+    char why[256] = "";
+    struct sc_publish m;
+    const char *payload = "{\"n\":123456789012345678901234567890,\"x\":1.10}";
+    struct sc_relay_row r = row("urn:shop:order", "1001", "ORDER_ACCEPTED", payload);
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_BUILT, "binary: built (%s)", why);
+    ok(m.body.len == strlen(payload) && memcmp(m.body.bytes, payload, m.body.len) == 0,
+       "binary: the body is the payload byte for byte");
+    ok(m.props->content_type.len == 16 && memcmp(m.props->content_type.bytes, "application/json", 16) == 0,
+       "binary: content_type application/json");
+    ok(m.props->message_id.len == 36 && memcmp(m.props->message_id.bytes, ID, 36) == 0, "binary: message_id is the id");
+    ok(m.mandatory && m.props->delivery_mode == AMQP_DELIVERY_PERSISTENT, "binary: mandatory, persistent");
+    is_str(m.routing_key, "ORDER_ACCEPTED", "binary: routing key is the event type");
+    ok(header_is(&m, "cloudEvents:specversion", "1.0") && header_is(&m, "cloudEvents:id", ID) &&
+       header_is(&m, "cloudEvents:type", "ORDER_ACCEPTED") &&
+       header_is(&m, "cloudEvents:source", "urn:shop:order") && header_is(&m, "cloudEvents:subject", "1001") &&
+       header_is(&m, "cloudEvents:time", "2026-12-01T10:00:00.000001Z"),
+       "binary: each attribute a cloudEvents: header");
+    const amqp_field_value_t *v = header(&m, "cloudEvents:eventversion");
+    ok(v && v->kind == AMQP_FIELD_KIND_I64 && v->value.i64 == 7, "binary: eventversion an integer header");
+    ok(!header(&m, "cloudEvents:datacontenttype") && !header(&m, "cloudEvents:data") &&
+       !header(&m, "cloudEvents:traceparent"),
+       "binary: no datacontenttype or data header, no traceparent when the row has none");
+    struct sc_message msg = {.props = m.props, .body = m.body};
+    struct sc_parsed_event e;
+    char reason[256] = "";
+    int prefix = sc_binary_prefix(&msg);
+    ok(prefix == 0 && sc_event_parse_binary(&msg, prefix, &e, reason, sizeof reason) == 0,
+       "binary: the consumer's binary parser reads it (%s)", reason);
+    is_str(e.ev.id, ID, "binary: id");
+    is_str(e.ev.subject, "1001", "binary: subject");
+    is_str(e.ev.time, "2026-12-01T10:00:00.000001Z", "binary: time with microseconds");
+    ok(e.ev.has_eventversion && e.ev.eventversion == 7, "binary: eventversion");
+    is_str(e.ev.data_json, payload, "binary: data exactly the payload");
+    sc_event_free(&e);
+    sc_relay_row_clear(&r);
+
+    r = row("ORDER", "bad \xff byte", "T", "{}");
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_INVALID,
+           "binary: a field that is not UTF-8 is invalid too");
+    sc_relay_row_clear(&r);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -31,7 +99,7 @@ int main(void)
     const char *subject = "a \"quoted\" \\ subject\twith\x01 control \xc3\xa9 and \xf0\x9f\x98\x80";
     const char *payload = "{\"n\":123456789012345678901234567890,\"x\":1.10}";
     struct sc_relay_row r = row("urn:shop:order", subject, "ORDER_ACCEPTED", payload);
-    is_int(sc_relay_message_build(&r, "orders", &m, why, sizeof why), SC_RELAY_BUILT, "built (%s)", why);
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_BUILT, "built (%s)", why);
     struct sc_parsed_event e;
     char reason[256] = "";
     ok(sc_event_parse(m.body.bytes, m.body.len, ID, 36, &e, reason, sizeof reason) == 0,
@@ -48,11 +116,12 @@ int main(void)
     sc_relay_row_clear(&r);
 
     r = row("ORDER", "bad \xff byte", "T", "{}");
-    is_int(sc_relay_message_build(&r, "orders", &m, why, sizeof why), SC_RELAY_INVALID, "a field that is not UTF-8 is invalid");
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_INVALID, "a field that is not UTF-8 is invalid");
     ok(strstr(why, "UTF-8") != NULL, "and says so (%s)", why);
     sc_relay_row_clear(&r);
     r = row("ORDER", "1", "T", "{\"a\":1,\"a\":2}");
-    is_int(sc_relay_message_build(&r, "orders", &m, why, sizeof why), SC_RELAY_INVALID, "a repeated member name is invalid");
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_INVALID, "a repeated member name is invalid");
     sc_relay_row_clear(&r);
+    binary_mode();
     return done();
 }
