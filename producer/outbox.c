@@ -12,6 +12,7 @@
 #include <uuid/uuid.h>
 #include <stdint.h>
 
+#include "envelope/trace_context.h"
 #include "fault.h"
 #include "relay/outbox_rules.h"
 
@@ -85,19 +86,26 @@ static int insert_outbox(MYSQL *conn, const struct sc_outbox_event *ev, struct s
 {
     char *id = sc_outbox_quote(conn, ev->event_id), *at = sc_outbox_quote(conn, ev->aggregate_type),
          *ai = sc_outbox_quote(conn, ev->aggregate_id), *et = sc_outbox_quote(conn, ev->event_type),
-         *pl = sc_outbox_quote(conn, ev->payload_json ? ev->payload_json : "null");
+         *pl = sc_outbox_quote(conn, ev->payload_json ? ev->payload_json : "null"),
+         *tp = ev->traceparent ? sc_outbox_quote(conn, ev->traceparent) : NULL,
+         *ts = ev->tracestate ? sc_outbox_quote(conn, ev->tracestate) : NULL;
     int rc = -1;
-    if (id && at && ai && et && pl) {
-        size_t len = strlen(id) + strlen(at) + strlen(ai) + strlen(et) + strlen(pl) + 256;
+    if (id && at && ai && et && pl && (tp || !ev->traceparent) && (ts || !ev->tracestate)) {
+        size_t len = strlen(id) + strlen(at) + strlen(ai) + strlen(et) + strlen(pl) +
+                     (tp ? strlen(tp) : 0) + (ts ? strlen(ts) : 0) + 320;
         char *sql = malloc(len);
         if (sql) {
             /* JSON is bound as text: MariaDB has no CAST(... AS JSON) and
-             * checks the column with json_valid. */
+             * checks the column with json_valid. The trace columns are
+             * named only when set, so a producer without trace context
+             * works on a schema from before them. */
             snprintf(sql, len,
                      "INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, "
-                     "event_version, payload, status, created_at) VALUES (%s, %s, %s, %s, %d, %s, "
-                     "'PENDING', UTC_TIMESTAMP(6))",
-                     id, at, ai, et, ev->event_version, pl);
+                     "event_version, payload, status, created_at%s%s) VALUES (%s, %s, %s, %s, %d, "
+                     "%s, 'PENDING', UTC_TIMESTAMP(6)%s%s%s%s)",
+                     tp ? ", traceparent" : "", ts ? ", tracestate" : "", id, at, ai, et,
+                     ev->event_version, pl, tp ? ", " : "", tp ? tp : "", ts ? ", " : "",
+                     ts ? ts : "");
             rc = sc_outbox_exec(conn, sql, err);
             free(sql);
         }
@@ -109,13 +117,26 @@ static int insert_outbox(MYSQL *conn, const struct sc_outbox_event *ev, struct s
     free(ai);
     free(et);
     free(pl);
+    free(tp);
+    free(ts);
     return rc;
 }
 
 int sc_outbox_check_event(const struct sc_outbox_event *ev, char *why, size_t why_len)
 {
-    return sc_rules_event(ev->event_id, ev->aggregate_type, ev->aggregate_id, ev->event_type,
-                          ev->payload_json ? ev->payload_json : "null", why, why_len);
+    if (!sc_rules_event(ev->event_id, ev->aggregate_type, ev->aggregate_id, ev->event_type,
+                        ev->payload_json ? ev->payload_json : "null", why, why_len))
+        return 0;
+    if (ev->traceparent &&
+        !sc_traceparent_check(ev->traceparent, strlen(ev->traceparent), why, why_len))
+        return 0;
+    if (ev->tracestate && !ev->traceparent) {
+        snprintf(why, why_len, "tracestate without a traceparent");
+        return 0;
+    }
+    if (ev->tracestate && !sc_tracestate_check(ev->tracestate, strlen(ev->tracestate), why, why_len))
+        return 0;
+    return 1;
 }
 
 /* Fills err for an event the helper refuses to write. */

@@ -2,7 +2,7 @@
  * business service would, and never replays an UNKNOWN blindly.
  *
  *   order-producer [--count N] [--rate PER_S] [--tenant T] [--prefix P] [--start I]
- *   order-producer --event AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE PAYLOAD_JSON
+ *   order-producer --event AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE PAYLOAD_JSON [TRACEPARENT [TRACESTATE]]
  *
  * --event writes one outbox event through sc_outbox_write, with no business
  * row, and prints {"event_id":..,"outcome":..,"error":..}; exit 0 when it
@@ -53,10 +53,12 @@ static MYSQL *db_connect(const char *url)
 }
 
 /* --event: one bare outbox event. */
-static int write_event(MYSQL *conn, char **argv)
+static int write_event(MYSQL *conn, char **argv, int argc)
 {
     struct sc_outbox_event ev = {.aggregate_type = argv[0], .event_type = argv[2],
-                                 .event_version = 1, .payload_json = argv[3]};
+                                 .event_version = 1, .payload_json = argv[3],
+                                 .traceparent = argc > 4 ? argv[4] : NULL,
+                                 .tracestate = argc > 5 ? argv[5] : NULL};
     struct sc_outbox_error err = {0};
     sc_outbox_new_event_id(ev.event_id);
     snprintf(ev.aggregate_id, sizeof ev.aggregate_id, "%s", argv[1]);
@@ -116,7 +118,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (event && argc - optind != 4) {
+    if (event && (argc - optind < 4 || argc - optind > 6)) {
         fprintf(stderr, "order-producer: --event takes AGGREGATE_TYPE AGGREGATE_ID EVENT_TYPE "
                         "PAYLOAD_JSON\n");
         return 2;
@@ -144,7 +146,7 @@ int main(int argc, char **argv)
     if (!conn)
         return 1;
     if (event) {
-        int rc = write_event(conn, argv + optind);
+        int rc = write_event(conn, argv + optind, argc - optind);
         mysql_close(conn);
         mysql_library_end();
         return rc;

@@ -17,6 +17,7 @@ static const struct {
     {"id", SC_SQL_SRC_ID},           {"type", SC_SQL_SRC_TYPE},
     {"source", SC_SQL_SRC_SOURCE},   {"subject", SC_SQL_SRC_SUBJECT},
     {"time", SC_SQL_SRC_TIME},       {"eventversion", SC_SQL_SRC_EVENTVERSION},
+    {"traceparent", SC_SQL_SRC_TRACEPARENT}, {"trace_id", SC_SQL_SRC_TRACE_ID},
 };
 
 static const struct {
@@ -123,7 +124,7 @@ int sc_sql_param_parse(const char *spec, struct sc_sql_param *out, char *err, si
             goto error;
     } else {
         snprintf(err, err_len, "unknown attribute '%.*s' (expected id, type, source, subject, "
-                 "time, eventversion, data or data/JSON-Pointer)", (int)(path_len > 64 ? 64 : path_len),
+                 "time, eventversion, traceparent, trace_id, data or data/JSON-Pointer)", (int)(path_len > 64 ? 64 : path_len),
                  spec);
         return -1;
     }

@@ -17,6 +17,8 @@ enum sc_sql_source {
     SC_SQL_SRC_SUBJECT,
     SC_SQL_SRC_TIME,
     SC_SQL_SRC_EVENTVERSION,
+    SC_SQL_SRC_TRACEPARENT, /* W3C trace context; NULL when the event has none */
+    SC_SQL_SRC_TRACE_ID,
     SC_SQL_SRC_DATA, /* a JSON Pointer into data ("" is the whole value) */
 };
 

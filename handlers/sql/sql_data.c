@@ -742,6 +742,20 @@ int sc_sql_param_value(const struct sc_sql_param *p, const struct sc_event *ev,
             have = 1;
         }
         break;
+    case SC_SQL_SRC_TRACEPARENT:
+    case SC_SQL_SRC_TRACE_ID: {
+        /* An event without trace context (or from a sidecar without these
+         * fields) binds NULL: tracing never refuses an event. */
+        const char *t = NULL;
+        if (SC_EVENT_HAS(ev, trace_id))
+            t = p->src == SC_SQL_SRC_TRACEPARENT ? ev->traceparent : ev->trace_id;
+        if (t)
+            attr = t;
+        else
+            v = (struct jval){J_NULL, "null", 4};
+        have = 1;
+        break;
+    }
     case SC_SQL_SRC_DATA:
         if (ev->data_json) {
             const char *twice = NULL;

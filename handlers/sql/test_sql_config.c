@@ -131,6 +131,23 @@ static void test_values(void)
     sc_sql_value_free(&v);
     ev.subject = NULL;
     ok(value_of("subject", &ev, &v, r, sizeof r) == -1 && strstr(r, "'subject'"), "absent subject: %s", r);
+
+    /* trace context: bound when the event has it, NULL when not (never a REJECT) */
+    ok(value_of("traceparent", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_NULL,
+       "an event without trace context (struct_size 0) binds traceparent NULL: %s", r);
+    sc_sql_value_free(&v);
+    ev.struct_size = sizeof ev;
+    ok(value_of("trace_id", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_NULL,
+       "an event that has the fields but no trace context binds trace_id NULL");
+    sc_sql_value_free(&v);
+    ev.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    ev.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    ok(value_of("traceparent", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_TEXT &&
+           strcmp(v.s, ev.traceparent) == 0, "traceparent bound as its text");
+    sc_sql_value_free(&v);
+    ok(value_of("trace_id", &ev, &v, r, sizeof r) == 0 && v.kind == SC_SQL_V_TEXT &&
+           strcmp(v.s, ev.trace_id) == 0, "trace_id bound as its 32 hex digits");
+    sc_sql_value_free(&v);
 }
 
 /* data is read only where a parameter points, exactly as written. */

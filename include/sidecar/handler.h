@@ -63,7 +63,24 @@ struct sc_event {
     const char *data_json;     /* the `data` member's JSON text exactly as written in
                                   the message (numbers keep every digit), or NULL */
     size_t data_json_len;
+
+    /* ---- appended after 0.3: read a field only when SC_EVENT_HAS says the
+     * sidecar that built the event has it (struct_size covers it). A sidecar
+     * from before these fields passes a struct that ends above; see
+     * docs/handlers.md for the versions. ---- */
+    uint32_t struct_size;      /* sizeof(struct sc_event) of the sidecar that built it */
+    /* W3C Trace Context (https://www.w3.org/TR/trace-context/) the event
+     * carried, each NULL when it had none or an invalid one: */
+    const char *traceparent;   /* "00-<trace-id>-<parent-id>-<flags>", as the producer wrote it */
+    const char *tracestate;    /* the vendor list, or NULL */
+    const char *trace_id;      /* the traceparent's 32 hex digits of trace id */
+    const char *span_id;       /* the consumer's own span for this handling (16 hex digits),
+                                  a child of the traceparent's parent-id; new per delivery */
 };
+
+/* 1 when ev has the appended member `field` (its sidecar set it). */
+#define SC_EVENT_HAS(ev, field)                                                                \
+    ((ev)->struct_size >= offsetof(struct sc_event, field) + sizeof((ev)->field))
 
 struct sc_handler_v1 {
     uint32_t abi_version;      /* SC_HANDLER_ABI_VERSION */

@@ -66,6 +66,14 @@ struct sc_outbox_event {
     const char *event_type;     /* e.g. "ORDER_ACCEPTED" */
     int event_version;
     const char *payload_json;   /* may be set by the business callback */
+    /* ---- appended; zero-initialise the struct (`= {...}`) so they are NULL ---- */
+    /* W3C Trace Context of the request (NULL: none), stored in the row and
+     * published with the event: traceparent version 00,
+     * "00-<32 hex>-<16 hex>-<2 hex>" lowercase, trace and parent ids not all
+     * zeros; tracestate (only with a traceparent) a list of at most 32
+     * key=value members, at most 512 characters. */
+    const char *traceparent;
+    const char *tracestate;
 };
 
 /* A new time-ordered (UUIDv7, RFC 9562) event id, canonical lowercase: a
@@ -81,7 +89,9 @@ typedef int (*sc_outbox_business_fn)(struct st_mysql *conn, void *arg, struct sc
 /* Returns 1 when ev can become a valid CloudEvent, else 0 with the reason
  * in why: event_id a UUID, aggregate_type a non-empty URI-reference (it is
  * the event's `source`: no spaces), aggregate_id non-empty (`subject`),
- * event_type non-empty, payload_json exactly one JSON value. */
+ * event_type non-empty, payload_json exactly one JSON value, traceparent
+ * and tracestate (when set) in the W3C Trace Context format, tracestate
+ * only with a traceparent. */
 int sc_outbox_check_event(const struct sc_outbox_event *ev, char *why, size_t why_len);
 
 /* Runs one statement on conn (any rows it returns are dropped). Returns 0,

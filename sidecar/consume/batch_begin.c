@@ -149,6 +149,11 @@ static void delivery_begin(struct worker *w, struct delivery *d)
         it->lf.event_id = it->ev.ev.id;
         if (it->ev.id_from[0])
             it->lf.message_id = it->ev.id_from;
+        it->lf.trace_id = it->ev.trace_id;
+        it->lf.span_id = it->ev.span_id;
+        it->lf.parent_span_id = it->ev.parent_span_id;
+        if (it->ev.trace_ignored[0])
+            sc_log(SC_LOG_WARN, &it->lf, "%s; the event is handled without it", it->ev.trace_ignored);
         if (count >= k->max_attempts) {
             over_limit(k, it, count);
             continue;

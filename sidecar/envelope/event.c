@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "envelope/attributes.h"
+#include "envelope/trace_context.h"
 #include "json_span.h"
 
 /* The body with the value span [a, b) replaced by `null`, for a parser that
@@ -54,6 +55,47 @@ static const char *optional_string(json_t *root, const char *key, int *ok, char 
         return NULL;
     }
     return json_string_value(v);
+}
+
+/* The distributed-tracing extension attributes: kept when valid; an
+ * invalid one is noted in trace_ignored and left out (tracing must never
+ * cost an event). A tracestate is kept only beside a valid traceparent. */
+static void trace_context(json_t *root, struct sc_parsed_event *out)
+{
+    json_t *tp = json_object_get(root, "traceparent"), *ts = json_object_get(root, "tracestate");
+    char why[160];
+    out->ev.struct_size = (uint32_t)sizeof out->ev;
+    if (!tp || json_is_null(tp))
+        return;
+    if (!json_is_string(tp)) {
+        snprintf(out->trace_ignored, sizeof out->trace_ignored,
+                 "traceparent is not a string: trace context ignored");
+        return;
+    }
+    const char *s = json_string_value(tp);
+    if (!sc_traceparent_check(s, json_string_length(tp), why, sizeof why)) {
+        snprintf(out->trace_ignored, sizeof out->trace_ignored, "%s: trace context ignored", why);
+        return;
+    }
+    if (sc_span_id_new(out->span_id)) {
+        snprintf(out->trace_ignored, sizeof out->trace_ignored,
+                 "no randomness for a span id: trace context ignored");
+        return;
+    }
+    sc_trace_id_of(s, out->trace_id);
+    sc_trace_parent_id_of(s, out->parent_span_id);
+    out->ev.traceparent = s;
+    out->ev.trace_id = out->trace_id;
+    out->ev.span_id = out->span_id;
+    if (!ts || json_is_null(ts))
+        return;
+    if (!json_is_string(ts) ||
+        !sc_tracestate_check(json_string_value(ts), json_string_length(ts), why, sizeof why)) {
+        snprintf(out->trace_ignored, sizeof out->trace_ignored, "%s: tracestate ignored",
+                 json_is_string(ts) ? why : "tracestate is not a string");
+        return;
+    }
+    out->ev.tracestate = json_string_value(ts);
 }
 
 /* Keeps the id readable for the log even when the event is refused. */
@@ -127,6 +169,7 @@ int sc_event_from_attributes(json_t *root, const char *data, size_t data_len,
         out->ev.data_json = out->data_json;
         out->ev.data_json_len = data_len;
     }
+    trace_context(root, out);
     out->ev.id = id;
     out->json = root;
     return 0;

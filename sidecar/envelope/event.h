@@ -19,6 +19,14 @@ struct sc_parsed_event {
     /* A plain message whose message_id is not a UUID: that message_id (the
      * id is its UUIDv5); empty otherwise. Kept for the logs. */
     char id_from[256];
+    /* The W3C trace context (ev.traceparent etc. point here or into json
+     * when it is valid; all empty when the event had none). */
+    char trace_id[33];
+    char span_id[17];        /* this handling's own span, new per parse */
+    char parent_span_id[17]; /* the traceparent's parent-id */
+    /* An invalid traceparent or tracestate the event carried: why it is
+     * ignored (the event is handled without it, never refused). */
+    char trace_ignored[192];
 };
 
 /* Parses body[0..len). message_id is the AMQP property or NULL when absent.

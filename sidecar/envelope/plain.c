@@ -129,6 +129,19 @@ int sc_event_parse_plain(const struct sc_message *m, const struct sc_envelope_op
         sc_envelope_time(p->timestamp, t, sizeof t);
         json_object_set_new(root, "time", json_string(t));
     }
+    /* Trace context as W3C's AMQP propagation writes it: headers named
+     * traceparent and tracestate. What is not a UTF-8 string is kept as a
+     * non-string, so the one check ignores it and says why. */
+    static const char *const trace_headers[] = {"traceparent", "tracestate"};
+    for (int i = 0; i < 2; i++) {
+        const amqp_field_value_t *h = sc_envelope_header(m, trace_headers[i]);
+        if (!h)
+            continue;
+        json_t *v = NULL;
+        if (h->kind == AMQP_FIELD_KIND_UTF8 || h->kind == AMQP_FIELD_KIND_BYTES)
+            v = json_stringn(h->value.bytes.len ? h->value.bytes.bytes : "", h->value.bytes.len);
+        json_object_set_new(root, trace_headers[i], v ? v : json_false());
+    }
     return sc_event_from_attributes(root, m->body.bytes, m->body.len, NULL, 0, out, reason,
                                     reason_len);
 bad:

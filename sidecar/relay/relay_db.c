@@ -19,7 +19,8 @@
  * a scan; both MySQL 8 and MariaDB accept it. */
 #define CLAIM_SELECT                                                                              \
     "SELECT event_id, aggregate_type, aggregate_id, event_type, event_version, payload, "        \
-    "DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') FROM outbox_event "
+    "DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), traceparent, tracestate "         \
+    "FROM outbox_event "
 #define CLAIM_EXPIRED_SQL                                                                         \
     CLAIM_SELECT "FORCE INDEX (ix_outbox_event_lease) "                                          \
     "WHERE status = 'PUBLISHING' AND lease_until < UTC_TIMESTAMP(6) "                            \
@@ -175,7 +176,11 @@ static int claim_select(struct sc_relay_db *d, int expired, int limit, struct sc
         o->version = row[4] ? atoll(row[4]) : 0;
         o->payload = dup_field(row[5]);
         snprintf(o->time, sizeof o->time, "%s", row[6] ? row[6] : "");
-        oom |= !o->aggregate_type || !o->aggregate_id || !o->event_type || !o->payload;
+        /* trace context: checked when the message is built (relay_message.c) */
+        snprintf(o->traceparent, sizeof o->traceparent, "%s", row[7] ? row[7] : "");
+        o->tracestate = row[8] ? strdup(row[8]) : NULL;
+        oom |= !o->aggregate_type || !o->aggregate_id || !o->event_type || !o->payload ||
+               (row[8] && !o->tracestate);
         (*n)++;
     }
     mysql_free_result(res);

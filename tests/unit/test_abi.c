@@ -24,7 +24,17 @@ int main(void)
     is_int(offsetof(struct sc_event, subject), 24, "event.subject");
     is_int(offsetof(struct sc_event, eventversion), 40, "event.eventversion");
     is_int(offsetof(struct sc_event, data_json), 56, "event.data_json");
-    is_int(sizeof(struct sc_event), 72, "event struct is 72 bytes (LP64)");
+    /* appended after 0.3: the fields of 0.3 keep their offsets above */
+    is_int(offsetof(struct sc_event, struct_size), 72, "event.struct_size right after 0.3's end");
+    is_int(offsetof(struct sc_event, traceparent), 80, "event.traceparent");
+    is_int(offsetof(struct sc_event, tracestate), 88, "event.tracestate");
+    is_int(offsetof(struct sc_event, trace_id), 96, "event.trace_id");
+    is_int(offsetof(struct sc_event, span_id), 104, "event.span_id");
+    is_int(sizeof(struct sc_event), 112, "event struct is 112 bytes (LP64)");
+    struct sc_event old = {.struct_size = 72};
+    ok(!SC_EVENT_HAS(&old, traceparent), "SC_EVENT_HAS: an event of 72 bytes has no traceparent");
+    struct sc_event now = {.struct_size = sizeof now};
+    ok(SC_EVENT_HAS(&now, span_id), "SC_EVENT_HAS: a full event has span_id");
     is_int(SC_HANDLER_OK, 0, "OK = 0");
     is_int(SC_HANDLER_RETRY, 1, "RETRY = 1");
     is_int(SC_HANDLER_REJECT, 2, "REJECT = 2");

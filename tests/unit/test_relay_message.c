@@ -92,6 +92,52 @@ static void binary_mode(void)
     sc_relay_row_clear(&r);
 }
 
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+/* The row's trace context: the CloudEvents distributed-tracing attributes
+ * in both modes, only when set, an invalid one left out. */
+static void trace_context(void)
+{
+    char why[256] = "";
+    struct sc_publish m;
+    struct sc_parsed_event e;
+    char reason[256] = "";
+    struct sc_relay_row r = row("ORDER", "1", "T", "{}");
+    strcpy(r.traceparent, TP);
+    r.tracestate = strdup("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_BUILT, "trace: built");
+    ok(sc_event_parse(m.body.bytes, m.body.len, ID, 36, &e, reason, sizeof reason) == 0, "trace: parsed (%s)", reason);
+    is_str(e.ev.traceparent, TP, "structured: traceparent attribute in the body");
+    is_str(e.ev.tracestate, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", "structured: tracestate attribute");
+    sc_event_free(&e);
+    free(r.body);
+    r.body = NULL;
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_BUILT, "trace: built binary");
+    ok(header_is(&m, "cloudEvents:traceparent", TP) &&
+       header_is(&m, "cloudEvents:tracestate", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+       "binary: cloudEvents:traceparent and cloudEvents:tracestate headers");
+    struct sc_relay_trace tc;
+    sc_relay_trace_of(&r, &tc, 0);
+    is_str(tc.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736", "the trace id for the relay's log lines");
+    sc_relay_row_clear(&r);
+
+    r = row("ORDER", "1", "T", "{}");
+    strcpy(r.traceparent, "00-00000000000000000000000000000000-00f067aa0ba902b7-01");
+    r.tracestate = strdup("rojo=1");
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_BUILT,
+           "an invalid traceparent does not fail the row");
+    ok(!strstr(m.body.bytes, "traceparent") && !strstr(m.body.bytes, "tracestate"),
+       "it is left out, with its tracestate");
+    sc_relay_row_clear(&r);
+    r = row("ORDER", "1", "T", "{}");
+    strcpy(r.traceparent, TP);
+    r.tracestate = strdup("Not Valid");
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_BUILT, "an invalid tracestate neither");
+    ok(header_is(&m, "cloudEvents:traceparent", TP) && !header(&m, "cloudEvents:tracestate"),
+       "the traceparent is published, the tracestate left out");
+    sc_relay_row_clear(&r);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -123,5 +169,6 @@ int main(void)
     is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_INVALID, "a repeated member name is invalid");
     sc_relay_row_clear(&r);
     binary_mode();
+    trace_context();
     return done();
 }
