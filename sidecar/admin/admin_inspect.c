@@ -28,6 +28,8 @@ __attribute__((format(printf, 3, 4))) static MYSQL_RES *select_by_id(struct sc_d
 
 /* MariaDB and MySQL: the table does not exist. */
 #define ER_NO_SUCH_TABLE 1146
+/* Unknown column: a schema from before sql/schema/008. */
+#define ER_BAD_FIELD 1054
 
 /* What could not be read: one entry per failed query, named by its table.
  * The report shows it in place of the section, never as "no row". */
@@ -137,6 +139,20 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     }
     if (r)
         mysql_free_result(r);
+    /* The trace context the producer stored (sql/schema/008): asked on its
+     * own, so a schema from before it still shows the rest. */
+    json_t *ob = json_object_get(out, "outbox");
+    if (json_is_object(ob) && !u.gone &&
+        (r = select_by_id(&db, &e, "SELECT traceparent, tracestate FROM outbox_event WHERE "
+                                   "event_id = '%s'", id))) {
+        if ((row = mysql_fetch_row(r))) {
+            json_object_set_new(ob, "traceparent", str_or_null(row[0]));
+            json_object_set_new(ob, "tracestate", str_or_null(row[1]));
+        }
+        mysql_free_result(r);
+    } else if (json_is_object(ob) && !u.gone && e.code != ER_BAD_FIELD) {
+        record_error(&u, "outbox_event", &e);
+    }
 
     json_t *consumed = NULL;
     if (!u.gone && (r = select_by_id(&db, &e,
@@ -205,6 +221,10 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
                    json_is_string(json_object_get(o, "published_at")) ? ", published" : "");
         else
             printf("  outbox:   no row (not produced here, or purged)\n");
+        if (json_is_string(json_object_get(o, "traceparent")))
+            printf("  trace:    traceparent %s%s%s\n", json_string_value(json_object_get(o, "traceparent")),
+                   json_is_string(json_object_get(o, "tracestate")) ? ", tracestate " : "",
+                   json_is_string(json_object_get(o, "tracestate")) ? json_string_value(json_object_get(o, "tracestate")) : "");
         size_t i;
         json_t *c;
         if (!print_unread(&u, "consumed:", "consumed_event")) {

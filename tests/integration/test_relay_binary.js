@@ -1,7 +1,8 @@
-// Reads the relay's binary-mode messages with code that is not ours: amqplib
-// takes them off the queue, their cloudEvents: headers are mapped to the HTTP
-// binding's ce- headers (content_type to content-type), and the official
-// CloudEvents JavaScript SDK parses each as a binary-mode event.
+// Reads the relay's messages with code that is not ours: amqplib takes them
+// off the queue and the official CloudEvents JavaScript SDK parses each. A
+// binary-mode message's cloudEvents: headers are mapped to the HTTP
+// binding's ce- headers (content_type to content-type); a structured one is
+// handed over as its body with its content type.
 // Input (stdin): {"url", "queue", "n"}. Output: one JSON line per message.
 const {HTTP} = require('cloudevents');
 const amqp = require('amqplib');
