@@ -1,7 +1,7 @@
 """The schema lifecycle: a database at 0.1's schema (sql/schema/001, 002 and
 the example tables, before 005 added the FAILED status) is refused by
 `sidecar check` and by `sidecar consume` / `relay` at start, naming the
-migration to apply; applying the migrations brings it to this version with
+migration to apply (and one without 008's trace columns by the relay); applying the migrations brings it to this version with
 its rows kept; applying them again changes nothing (each is idempotent)."""
 import glob
 import subprocess
@@ -70,10 +70,20 @@ ok("uq_consumed_event_identity" in out and "002_consumed_event.sql" in out,
 dbq(f"ALTER TABLE {name}.consumed_event ADD CONSTRAINT uq_consumed_event_identity "
     "UNIQUE (consumer_name, event_id)")
 
+# Every migration but the trace context's: the relay needs its columns.
+for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
+    if not f.endswith("008_outbox_trace.sql"):
+        apply(f)
+rc, out = run_sidecar_cmd(["relay"], relay_only, timeout=30)
+ok(rc == 2 and "apply sql/schema/008_outbox_trace.sql" in out and "traceparent" in out,
+   "without 008 the relay refuses to start, naming it and the columns", detail=out[-600:])
+
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
     apply(f)
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "after the migrations, check passes")
+is_eq(query(f"SELECT COUNT(*) FROM {name}.outbox_event WHERE traceparent IS NULL AND tracestate IS NULL")[0][0], 1,
+      "the row from before has NULL trace context")
 ok("schema has what the consumers and the relay need" in out, "and says the schema is complete",
    detail=out)
 is_eq(rows(), before, "rows kept across the migration")

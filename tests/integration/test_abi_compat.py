@@ -1,0 +1,52 @@
+"""A handler built against the handler header as it was before struct
+sc_event grew the trace context (tests/integration/abi_v03/, a copy of 0.3's
+include/sidecar/handler.h) still loads in today's consumer and reads every
+field it knows right, for events with and without trace context, structured
+and binary: fields are only ever appended."""
+from harness import *
+from envelope_lib import Publisher
+
+OLD = os.environ.get("SC_ABI_V03_HANDLER", "")
+if not OLD or not os.path.exists(OLD):
+    bail("SC_ABI_V03_HANDLER does not name the built abi_v03_handler.so")
+
+query("CREATE TABLE IF NOT EXISTS t_abi_old (n BIGINT AUTO_INCREMENT PRIMARY KEY, event_id CHAR(36) NOT NULL,"
+      " source VARCHAR(255), subject VARCHAR(255), eventversion BIGINT, data LONGBLOB, KEY (event_id))")
+query("GRANT INSERT ON app.t_abi_old TO 'sidecar_consumer'@'%'")
+
+sc = Sidecar(handler=OLD)
+rc, out = run_sidecar_cmd(["check"], sc.config)
+ok(rc == 0, "sidecar check loads the handler built against the old header", detail=out[-500:])
+ok(sc.start(), "the consumer starts with it")
+TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+pub = Publisher()
+sent = []
+for i, trace in enumerate([None, TP]):
+    eid = str(uuid.uuid4())
+    body = {"specversion": "1.0", "id": eid, "type": "OLD_ABI", "source": "urn:shop", "subject": f"s{i}",
+            "eventversion": 7 + i, "data": {"n": 123456789012345678901234567890, "i": i}}
+    if trace:
+        body.update(traceparent=trace, tracestate="rojo=1")
+    text = json.dumps(body, separators=(",", ":"))
+    pub.publish(sc.exchange, "OLD_ABI", text, content_type="application/cloudevents+json", message_id=eid)
+    sent.append((eid, f"s{i}", 7 + i, json.dumps(body["data"], separators=(",", ":")).encode()))
+eid = str(uuid.uuid4())
+pub.publish(sc.exchange, "OLD_ABI", b'{"binary":true}', content_type="application/json", message_id=eid,
+            headers={"cloudEvents:specversion": "1.0", "cloudEvents:id": eid, "cloudEvents:type": "OLD_ABI",
+                     "cloudEvents:source": "urn:shop", "cloudEvents:subject": "bin", "cloudEvents:eventversion": 9,
+                     "cloudEvents:traceparent": TP})
+sent.append((eid, "bin", 9, b'{"binary":true}'))
+pub.close()
+
+
+def rows(e):
+    return query("SELECT source, subject, eventversion, data FROM t_abi_old WHERE event_id = %s", (e,))
+
+
+ok(wait_until(lambda: all(rows(e) for e, *_ in sent), timeout=30), "the old handler handled every event")
+for e, subject, version, data in sent:
+    is_eq(rows(e), (("urn:shop", subject, version, data),),
+          f"{subject}: source, subject, eventversion and data read right through the old layout")
+is_eq(queue_depth(sc.dlq), 0, "nothing dead-lettered")
+is_eq(sc.stop(), 0, "clean stop")
+done()
