@@ -223,6 +223,14 @@ static const struct field console_fields[] = {
      .help = "how often the console samples the outbox, consumption and queue depths (an hour of samples is kept)"},
 };
 static const struct table console_table = {console_fields, N(console_fields), 0};
+static const struct field otel_fields[] = {
+    {.key = "endpoint", .type = F_STR, .off = CFG(otel_endpoint), .def_doc = "— (no export)",
+     .help = "`http://host:4318/v1/traces`: spans of each relay publish and consumer transaction of "
+             "an event with trace context, sent as OTLP/HTTP JSON in batches; a collector that is "
+             "down costs only `sidecar_otel_spans_dropped_total` "
+             "([operations.md](operations.md#span-export-otel))"},
+};
+static const struct table otel_table = {otel_fields, N(otel_fields), 0};
 
 static const struct field top_fields[] = {
     {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table,
@@ -242,6 +250,8 @@ static const struct field top_fields[] = {
      .help = "`sidecar purge`"},
     {.key = "console", .type = F_OBJ, .off = 0, .sub = &console_table,
      .help = "`sidecar console`"},
+    {.key = "otel", .type = F_OBJ, .off = 0, .sub = &otel_table,
+     .help = "span export (OpenTelemetry)"},
 };
 static const struct table top_table = {top_fields, N(top_fields), 0};
 
@@ -657,6 +667,8 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         return fail(err, err_len, "mysql.%s: tls_cert and tls_key go together", c->mysql_tls_cert ? "tls_key" : "tls_cert");
     if (c->mysql_tls_cert && !c->mysql_tls_ca)
         return fail(err, err_len, "mysql.tls_ca: required with a client certificate (the server's certificate is always verified)");
+    if (c->otel_endpoint && strncmp(c->otel_endpoint, "http://", 7) != 0)
+        return fail(err, err_len, "otel.endpoint: must be an http:// URL (http://host:4318/v1/traces)");
     if (c->relay.present) {
         /* lease_owner is VARCHAR(128): a longer id is truncated in
          * non-strict mode, the ownership check never matches, and every

@@ -77,6 +77,7 @@ struct sc_config {
     char *console_listen;      /* console.listen */
     char *console_token_file;  /* console.token_file; NULL: the console is read-only */
     int console_sample_ms;     /* console.sample_ms */
+    char *otel_endpoint;       /* otel.endpoint: OTLP/HTTP JSON traces, NULL: no export */
 };
 
 /* The longest a message of consumer k can keep coming back through its

@@ -1,5 +1,7 @@
 #include "metrics.h"
 
+#include "otel.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -323,6 +325,16 @@ char *sc_metrics_render(void)
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));
     }
     pthread_mutex_unlock(&registry_lock);
+    unsigned long long exported, dropped, failed;
+    if (sc_otel_counters(&exported, &dropped, &failed))
+        emit(&o, "# HELP sidecar_otel_spans_exported_total Spans the collector took (HTTP 2xx).\n"
+                 "# TYPE sidecar_otel_spans_exported_total counter\nsidecar_otel_spans_exported_total %llu\n"
+                 "# HELP sidecar_otel_spans_dropped_total Spans dropped: the queue was full or the "
+                 "collector did not take them.\n# TYPE sidecar_otel_spans_dropped_total counter\n"
+                 "sidecar_otel_spans_dropped_total %llu\n"
+                 "# HELP sidecar_otel_export_failures_total Export requests that failed.\n"
+                 "# TYPE sidecar_otel_export_failures_total counter\n"
+                 "sidecar_otel_export_failures_total %llu\n", exported, dropped, failed);
     pthread_mutex_lock(&endpoints_lock);
     if (n_endpoints > 0)
         emit(&o, "# HELP sidecar_endpoint Which cluster node each connection was last opened to "

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "consume/batch_core.h"
+#include "lifecycle.h"
+#include "otel.h"
 
 /* Publishes a copy to the delay queue of its attempt, or to the DLQ once
  * attempts are exhausted (then it->d becomes D_DEAD). */
@@ -61,8 +63,12 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
                it->why);
         break;
     default:
-        break;
+        return;
     }
+    if (it->parsed && sc_otel_enabled())
+        sc_otel_consumer_span(&it->ev, w->c->k->queue, w->c->k->name, it->lf.outcome,
+                              it->d == D_DEAD, it->dl->received_us,
+                              it->d == D_APPLIED ? committed_us : sc_now_us());
 }
 
 /* A delivery returned without an outcome: "unknown" only when it was in a

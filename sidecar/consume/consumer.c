@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "otel.h"
 #include "plugin.h"
 #include "consume/batch_io.h"
 #include "consume/worker.h"
@@ -233,6 +234,11 @@ int sc_consume_run(const struct sc_config *cfg)
     }
     if (sc_schema_startup(cfg, SC_SCHEMA_CONSUMER))
         return 2;
+    char oerr[256];
+    if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-consume", oerr, sizeof oerr)) {
+        sc_error("%s", oerr);
+        return 1;
+    }
     struct consumer *cs = calloc(cfg->n_consumers, sizeof *cs);
     if (!cs)
         return 1;
@@ -289,6 +295,7 @@ int sc_consume_run(const struct sc_config *cfg)
         sc_notify_ready("consuming: workers started, /readyz tells when connected");
     for (size_t i = 0; i < started; i++)
         pthread_join(ws[i].thread, NULL);
+    sc_otel_stop(); /* the spans of the last batches */
     sc_http_stop(http); /* before the metrics it reads go away */
     for (size_t i = 0; i < cfg->n_consumers; i++) {
         atomic_ullong *o = cs[i].m.outcomes;

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "otel.h"
 #include "relay_core.h"
 #include "relay_db.h"
 
@@ -150,6 +151,11 @@ int sc_relay_run(const struct sc_config *cfg)
     }
     if (sc_schema_startup(cfg, SC_SCHEMA_RELAY))
         return 2;
+    char oerr[256];
+    if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-relay", oerr, sizeof oerr)) {
+        sc_error("%s", oerr);
+        return 1;
+    }
     const struct sc_relay_config *rc = &cfg->relay;
     char worker_id[160];
     if (rc->worker_id)
@@ -207,6 +213,7 @@ int sc_relay_run(const struct sc_config *cfg)
             worker_id, atomic_load(&m.published), atomic_load(&m.lease_lost),
             atomic_load(&m.returned), atomic_load(&m.nacked), atomic_load(&m.unconfirmed),
             atomic_load(&m.batches));
+    sc_otel_stop();
     sc_http_stop(http);
     sc_amqp_close(&io.amqp);
     sc_relay_core_free(&core);

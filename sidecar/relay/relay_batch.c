@@ -87,8 +87,10 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
         sc_log(SC_LOG_WARN, &lf, "%s; retried after the lease", detail ? detail : "not confirmed");
         break;
     default:
-        break;
+        return;
     }
+    if (to != SC_ROW_FAILED)
+        sc_relay_span(r, &tc, c->p.exchange, lf.outcome, to != SC_ROW_PUBLISHED && to != SC_ROW_LEASE_LOST);
 }
 
 /* Every per-row and per-batch field a batch uses starts here, after its

@@ -59,6 +59,7 @@ struct sc_relay_row {
     enum sc_relay_row_state state;
     char why[SC_RELAY_WHY_MAX];   /* SC_ROW_INVALID: the reason */
     char *body;                   /* the CloudEvents JSON (structured mode) */
+    int64_t built_us;             /* sc_now_us() when its message was built (its span's start) */
     amqp_basic_properties_t props;
     amqp_table_entry_t headers[SC_RELAY_HEADERS_MAX]; /* props.headers points here */
 };

@@ -6,7 +6,9 @@
 
 #include "envelope/json_span.h"
 #include "envelope/trace_context.h"
+#include "lifecycle.h"
 #include "log.h"
+#include "otel.h"
 #include "outbox_rules.h"
 
 struct text {
@@ -104,6 +106,29 @@ void sc_relay_trace_of(const struct sc_relay_row *o, struct sc_relay_trace *out,
     }
 }
 
+void sc_relay_span(const struct sc_relay_row *o, const struct sc_relay_trace *tc,
+                   const char *exchange, const char *outcome, int error)
+{
+    if (!tc->trace_id[0] || !sc_otel_enabled())
+        return;
+    struct sc_otel_span s;
+    memset(&s, 0, sizeof s);
+    memcpy(s.trace_id, tc->trace_id, sizeof s.trace_id);
+    if (sc_span_id_new(s.span_id))
+        return;
+    sc_trace_parent_id_of(tc->traceparent, s.parent_span_id);
+    snprintf(s.name, sizeof s.name, "%.80s publish", exchange);
+    s.kind = SC_OTEL_PRODUCER;
+    s.start_us = o->built_us;
+    s.end_us = sc_now_us();
+    s.error = error;
+    snprintf(s.outcome, sizeof s.outcome, "%s", outcome);
+    snprintf(s.message_id, sizeof s.message_id, "%s", o->event_id);
+    snprintf(s.destination, sizeof s.destination, "%s", exchange);
+    snprintf(s.routing_key, sizeof s.routing_key, "%s", o->event_type);
+    sc_otel_add(&s);
+}
+
 /* One AMQP header with a string value pointing into the row. */
 static void header_text(struct sc_relay_row *o, const char *key, const char *value)
 {
@@ -149,6 +174,7 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct 
         return SC_RELAY_INVALID;
     struct sc_relay_trace tc;
     sc_relay_trace_of(o, &tc, 1);
+    o->built_us = sc_now_us();
     /* `data` is the payload text exactly as the server returned it (checked
      * above to be one JSON value, never re-encoded: numbers keep their
      * digits), so the body is assembled as text. The attributes are

@@ -31,6 +31,11 @@ struct sc_relay_trace {
 void sc_relay_trace_of(const struct sc_relay_row *row, struct sc_relay_trace *out,
                        int log_invalid);
 
+/* Queues the span of row's publish (from its build to now, a child of the
+ * row's traceparent) when it has trace context and an exporter runs. */
+void sc_relay_span(const struct sc_relay_row *row, const struct sc_relay_trace *tc,
+                   const char *exchange, const char *outcome, int error);
+
 /* Frees what a claim and a build put in row and zeroes it. */
 void sc_relay_row_clear(struct sc_relay_row *row);
 
