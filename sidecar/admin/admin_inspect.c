@@ -28,7 +28,7 @@ __attribute__((format(printf, 3, 4))) static MYSQL_RES *select_by_id(struct sc_d
 
 /* MariaDB and MySQL: the table does not exist. */
 #define ER_NO_SUCH_TABLE 1146
-/* Unknown column: a schema from before sql/schema/008. */
+/* Unknown column: a schema from before sql/schema/009. */
 #define ER_BAD_FIELD 1054
 
 /* What could not be read: one entry per failed query, named by its table.
@@ -139,7 +139,7 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     }
     if (r)
         mysql_free_result(r);
-    /* The trace context the producer stored (sql/schema/008): asked on its
+    /* The trace context the producer stored (sql/schema/009): asked on its
      * own, so a schema from before it still shows the rest. */
     json_t *ob = json_object_get(out, "outbox");
     if (json_is_object(ob) && !u.gone &&

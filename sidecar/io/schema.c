@@ -52,7 +52,7 @@ static const struct need needs[] = {
      "SHOW CREATE TABLE outbox_event", 1, "005_outbox_failed.sql"},
     {SC_SCHEMA_RELAY, "outbox_event columns traceparent and tracestate (the trace context the "
      "relay publishes)",
-     COLUMNS("outbox_event", "'traceparent', 'tracestate'"), 2, "008_outbox_trace.sql"},
+     COLUMNS("outbox_event", "'traceparent', 'tracestate'"), 2, "009_outbox_trace.sql"},
 };
 
 /* 1 when the CHECK named ck_outbox_event_status in a CREATE TABLE text

@@ -1,7 +1,7 @@
 """The schema lifecycle: a database at 0.1's schema (sql/schema/001, 002 and
 the example tables, before 005 added the FAILED status) is refused by
 `sidecar check` and by `sidecar consume` / `relay` at start, naming the
-migration to apply (and one without 008's trace columns by the relay); applying the migrations brings it to this version with
+migration to apply (and one without 009's trace columns by the relay); applying the migrations brings it to this version with
 its rows kept; applying them again changes nothing (each is idempotent)."""
 import glob
 import subprocess
@@ -72,11 +72,11 @@ dbq(f"ALTER TABLE {name}.consumed_event ADD CONSTRAINT uq_consumed_event_identit
 
 # Every migration but the trace context's: the relay needs its columns.
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
-    if not f.endswith("008_outbox_trace.sql"):
+    if not f.endswith("009_outbox_trace.sql"):
         apply(f)
 rc, out = run_sidecar_cmd(["relay"], relay_only, timeout=30)
-ok(rc == 2 and "apply sql/schema/008_outbox_trace.sql" in out and "traceparent" in out,
-   "without 008 the relay refuses to start, naming it and the columns", detail=out[-600:])
+ok(rc == 2 and "apply sql/schema/009_outbox_trace.sql" in out and "traceparent" in out,
+   "without 009 the relay refuses to start, naming it and the columns", detail=out[-600:])
 
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
     apply(f)
