@@ -188,6 +188,7 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
         struct sc_relay_params p = {
             .worker_id = r->worker_id, .exchange = "sim", .batch = w->batch, .lease_ms = w->lease_ms,
             .confirm_timeout_ms = w->confirm_ms, .poll_ms = w->poll_ms, .heartbeat_ms = w->heartbeat_ms,
+            .per_aggregate = w->per_aggregate,
         };
         sc_relay_metrics_init(&r->m, r->worker_id);
         if (sc_relay_core_init(&r->core, &p, &sim_ops, r, &r->m))
