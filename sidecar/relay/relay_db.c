@@ -357,6 +357,16 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *
         }
         mysql_free_result(res);
     }
+    if (d->per_aggregate) { /* O(FAILED rows), one range of the claim index */
+        res = sc_db_select(&d->db, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX "
+                           "(ix_outbox_event_claim) WHERE status = 'FAILED' GROUP BY aggregate_type, "
+                           "aggregate_id) held", &e);
+        MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+        if (row && row[0])
+            atomic_store(&m->held_aggregates, atoll(row[0]));
+        if (res)
+            mysql_free_result(res);
+    }
     sc_db_rollback(&d->db, &e); /* end the read's transaction */
     d->last_gauge_ms = sc_now_ms();
     int64_t took = d->last_gauge_ms - t0;

@@ -136,6 +136,30 @@ ok(wait_until(lambda: query("SELECT COUNT(*) FROM outbox_event WHERE aggregate_i
                             " AND status = 'PUBLISHED'")[0][0] == 6, timeout=30),
    "once its head is routable, the blocked aggregate is published")
 check_order(drain_with_keys(q), ["blocked"], "the blocked aggregate")
+# A FAILED row holds its aggregate: said in the log and the gauge; repaired,
+# the aggregate goes on in order.
+pois = [str(uuid.uuid4()) for _ in range(3)]
+with admin_db() as c, c.cursor() as cur:
+    for v, (eid, payload) in enumerate(zip(pois, ['{"v":1}', '{"a":1,"a":2}', '{"v":3}']), 1):
+        version_of[eid] = ("poisoned", v)
+        cur.execute("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version,"
+                    " payload, status, created_at) VALUES (%s, 'ORDER', 'poisoned', 'ORDER.V', %s, %s, 'PENDING',"
+                    " UTC_TIMESTAMP(6) + INTERVAL %s SECOND)", (eid, v, payload, v))
+version_of_by_agg["poisoned"] = [1, 2, 3]
+st = lambda: [query("SELECT status FROM outbox_event WHERE event_id = %s", (e,))[0][0] for e in pois]
+ok(wait_until(lambda: st() == ["PUBLISHED", "FAILED", "PENDING"], timeout=30),
+   f"a row breaking an envelope rule is FAILED, the event behind it held PENDING ({st()})")
+held_lines = [l for l in ra.lines() + rb.lines() if l.get("event_id") == pois[1] and "held" in l.get("msg", "")]
+ok(held_lines and "ORDER/poisoned" in held_lines[0]["msg"], "the FAILED row's log line says its aggregate is held",
+   detail=held_lines)
+gauge = lambda: max(metric_sum(x.http_port(), r"^sidecar_relay_held_aggregates\{[^}]*\} (\d+)$", -1) for x in (ra, rb))
+ok(wait_until(lambda: gauge() == 1, timeout=20), f"sidecar_relay_held_aggregates counts it ({gauge()})")
+time.sleep(1)  # a claim or two more: the event behind the FAILED row stays held
+is_eq(st()[2], "PENDING", "still held")
+query("UPDATE outbox_event SET payload = '{\"v\":2}', status = 'PENDING' WHERE event_id = %s", (pois[1],))
+ok(wait_until(lambda: st() == ["PUBLISHED"] * 3, timeout=30), "repaired and set PENDING: the aggregate goes on")
+check_order(drain_with_keys(q), ["poisoned"], "the repaired aggregate")
+ok(wait_until(lambda: gauge() == 0, timeout=20), "and the gauge goes back to 0")
 is_eq(ra.stop(), 0, "relay a stops cleanly")
 is_eq(rb.stop(), 0, "relay b stops cleanly")
 conn = amqp()
