@@ -25,6 +25,12 @@
  *                                ASan; SC_SIM_SCHEDULES=K for another number)
  *   sim_relay --seed N --verbose one schedule, traced on stderr
  *   sim_relay --first N --schedules K
+ *   sim_relay --no-ordering       every schedule with relay.ordering "none", as before
+ *                                per_aggregate ordering was simulated
+ *
+ * With relay.ordering "per_aggregate" (half the schedules): no relay
+ * publishes an event while an earlier one of its aggregate is not
+ * PUBLISHED, and rows behind a FAILED row of their aggregate stay PENDING.
  */
 #include <stdarg.h>
 #include <stdio.h>
