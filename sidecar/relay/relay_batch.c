@@ -186,7 +186,8 @@ static void publish_built(struct sc_relay_core *c, struct sc_relay_batch *b)
             break;
         }
         struct sc_relay_row *r = &b->rows[b->msg_row[k]];
-        snprintf(r->why, sizeof r->why, "the broker client refused the message: %s", err);
+        /* err is bounded to what fits beside the prefix (gcc -O0 warns otherwise) */
+        snprintf(r->why, sizeof r->why, "the broker client refused the message: %.200s", err);
         row_to(c, r, SC_ROW_REFUSED, NULL);
         b->refused++;
         memmove(b->msgs + k, b->msgs + k + 1, (size_t)(b->n_msgs - k - 1) * sizeof *b->msgs);
