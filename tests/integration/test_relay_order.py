@@ -79,8 +79,13 @@ rb.start()
 ok(wait_until(lambda: published() >= 300, timeout=60), "two per_aggregate relays publish")
 px.stall(1.5)  # more than confirm_timeout_ms (666): b's batch is unconfirmed
 ok(wait_until(lambda: published() >= 1000, timeout=90), "past the stall")
+held_by_a = lambda: [x[0] for x in query("SELECT event_id FROM outbox_event WHERE status = 'PUBLISHING'"
+                                         " AND lease_owner = 'order-a' AND aggregate_id <> 'blocked'")]
+wait_until(lambda: held_by_a(), timeout=30, step=0.01)
 ra.kill9()
-time.sleep(1)  # a's leased rows wait for their lease
+orphans = held_by_a()  # leased to a dead relay: published again only after their lease
+ok(orphans, f"relay a killed with -9 holding {len(orphans)} leased rows")
+time.sleep(1)
 ra.start()
 nacked = wait_until(lambda: ra.outcomes("nacked") or rb.outcomes("nacked"), timeout=90)
 ok(nacked, f"the full reject-publish queue nacked ({published()} published by then)")
@@ -88,6 +93,8 @@ conn = amqp()
 conn.channel().queue_delete(trap)  # deleted, not purged: the repeats would fill it again
 conn.close()
 ok(wait_until(lambda: published() >= total + 0, timeout=180), f"every event of the 200 aggregates PUBLISHED ({published()})")
+is_eq(count_in("outbox_event", "event_id", orphans, "AND status = 'PUBLISHED'"), len(orphans),
+      "the killed relay's rows were taken over after their lease and published")
 unconfirmed = ra.outcomes("unconfirmed") + rb.outcomes("unconfirmed")
 ok(unconfirmed, f"the stall made confirm timeouts ({len(unconfirmed)})")
 ret = ra.outcomes("returned") + rb.outcomes("returned")
