@@ -60,6 +60,12 @@ static void phase_claim(struct sc_relay_core *c)
         return;
     }
     sc_relay_db_healthy(c);
+    if (n == 0 && c->p.per_aggregate && c->inflight) {
+        /* The successors of the batch in flight become claimable once it
+         * is marked, in this round: claim again right after, no idle wait
+         * (one aggregate's events would otherwise go one per poll). */
+        return;
+    }
     if (n == 0) {
         c->idle = 1;
         c->round_wait = c->poll;

@@ -55,6 +55,7 @@ struct sc_relay_row {
     char why[SC_RELAY_WHY_MAX];   /* SC_ROW_INVALID: the reason */
     char *body;                   /* the CloudEvents JSON */
     amqp_basic_properties_t props;
+    amqp_table_entry_t ordering_key; /* header x-ordering-key (props.headers points here) */
 };
 
 /* One claimed batch, from its claim to its last mark. */
@@ -118,6 +119,7 @@ struct sc_relay_params {
     const char *worker_id, *exchange;
     int batch, lease_ms, confirm_timeout_ms, poll_ms;
     int heartbeat_ms; /* amqp.heartbeat_s in ms, 0 when off */
+    int per_aggregate; /* relay.ordering per_aggregate: the claim takes aggregate heads only */
 };
 
 struct sc_relay_core {
