@@ -64,10 +64,10 @@ struct sc_event {
                                   the message (numbers keep every digit), or NULL */
     size_t data_json_len;
 
-    /* ---- appended after 0.3: read a field only when SC_EVENT_HAS says the
-     * sidecar that built the event has it (struct_size covers it). A sidecar
-     * from before these fields passes a struct that ends above; see
-     * docs/handlers.md for the versions. ---- */
+    /* ---- appended (trace context); set by sidecars from this version on. A
+     * sidecar from before passes a struct that ends above. From here on,
+     * read a later field only when SC_EVENT_HAS says the sidecar that built
+     * the event has it (struct_size covers it). ---- */
     uint32_t struct_size;      /* sizeof(struct sc_event) of the sidecar that built it */
     /* W3C Trace Context (https://www.w3.org/TR/trace-context/) the event
      * carried, each NULL when it had none or an invalid one: */

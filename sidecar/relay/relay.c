@@ -149,7 +149,7 @@ int sc_relay_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: relay: the config has no \"relay\" section\n");
         return 2;
     }
-    if (sc_schema_startup(cfg, SC_SCHEMA_RELAY))
+    if (sc_schema_startup(cfg, sc_schema_relay_parts(cfg)))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-relay", oerr, sizeof oerr)) {
@@ -173,6 +173,7 @@ int sc_relay_run(const struct sc_config *cfg)
         .lease_ms = rc->lease_ms, .confirm_timeout_ms = rc->confirm_timeout_ms,
         .poll_ms = rc->poll_ms, .heartbeat_ms = cfg->amqp_heartbeat_s * 1000,
         .binary = strcmp(rc->content_mode, "binary") == 0,
+        .per_aggregate = sc_relay_per_aggregate(rc),
     };
     struct sc_relay_core core;
     if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_relay_core_init(&core, &p, &relay_ops, &io, &m)) {
@@ -191,9 +192,10 @@ int sc_relay_run(const struct sc_config *cfg)
         sc_relay_db_free(&io.db);
         return 1;
     }
-    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, %s mode)",
-            worker_id, rc->exchange, rc->batch, rc->lease_ms, rc->content_mode);
-    sc_relay_db_log_claim_sql(rc->batch);
+    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, ordering %s, "
+            "%s mode)", worker_id, rc->exchange, rc->batch, rc->lease_ms, rc->ordering,
+            rc->content_mode);
+    sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {

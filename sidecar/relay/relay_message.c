@@ -144,8 +144,6 @@ static void header_text(struct sc_relay_row *o, const char *key, const char *val
  * would drop the microseconds). */
 static void binary_headers(struct sc_relay_row *o, const struct sc_relay_trace *tc)
 {
-    o->props.headers.entries = o->headers;
-    o->props.headers.num_entries = 0;
     header_text(o, "cloudEvents:specversion", "1.0");
     header_text(o, "cloudEvents:id", o->event_id);
     header_text(o, "cloudEvents:type", o->event_type);
@@ -160,7 +158,18 @@ static void binary_headers(struct sc_relay_row *o, const struct sc_relay_trace *
         header_text(o, "cloudEvents:traceparent", tc->traceparent);
     if (tc->tracestate)
         header_text(o, "cloudEvents:tracestate", tc->tracestate);
+}
+
+/* Header x-ordering-key = aggregate_id on every message, whatever the
+ * ordering: what a consistent-hash exchange partitions by, so one
+ * aggregate's events stay on one ordered queue. The first header: binary
+ * mode appends its attributes. */
+static void set_ordering_key(struct sc_relay_row *o)
+{
     o->props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    o->props.headers.entries = o->headers;
+    o->props.headers.num_entries = 0;
+    header_text(o, "x-ordering-key", o->aggregate_id);
 }
 
 enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct sc_relay_params *p,
@@ -220,6 +229,7 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct 
     o->props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
     o->props.message_id = amqp_cstring_bytes(o->event_id);
     o->props.type = amqp_cstring_bytes(o->event_type);
+    set_ordering_key(o);
     memset(m, 0, sizeof *m);
     if (p->binary) {
         /* The payload itself is the body: a reader that knows nothing of

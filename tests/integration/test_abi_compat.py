@@ -1,14 +1,14 @@
 """A handler built against the handler header as it was before struct
-sc_event grew the trace context (tests/integration/abi_v03/, a copy of 0.3's
-include/sidecar/handler.h) still loads in today's consumer and reads every
+sc_event grew the trace context (tests/integration/abi_pretrace/, a copy of
+include/sidecar/handler.h from then) still loads in today's consumer and reads every
 field it knows right, for events with and without trace context, structured
 and binary: fields are only ever appended."""
 from harness import *
 from envelope_lib import Publisher
 
-OLD = os.environ.get("SC_ABI_V03_HANDLER", "")
+OLD = os.environ.get("SC_ABI_PRETRACE_HANDLER", "")
 if not OLD or not os.path.exists(OLD):
-    bail("SC_ABI_V03_HANDLER does not name the built abi_v03_handler.so")
+    bail("SC_ABI_PRETRACE_HANDLER does not name the built abi_pretrace_handler.so")
 
 query("CREATE TABLE IF NOT EXISTS t_abi_old (n BIGINT AUTO_INCREMENT PRIMARY KEY, event_id CHAR(36) NOT NULL,"
       " source VARCHAR(255), subject VARCHAR(255), eventversion BIGINT, data LONGBLOB, KEY (event_id))")

@@ -69,8 +69,9 @@ for i, eid in enumerate(ids):
        and x.get("routing_key") == "KEEP_RELAY_BINARY", f"message {i}: application/json, persistent, routed by type",
        detail=x)
     is_eq(sorted(x.get("header_types", {})),
-          sorted("cloudEvents:" + a for a in ["specversion", "id", "type", "source", "subject", "time", "eventversion"]),
-          f"message {i}: the attributes are cloudEvents: headers, no others")
+          sorted(["x-ordering-key"] + ["cloudEvents:" + a for a in ["specversion", "id", "type", "source", "subject",
+                                                                   "time", "eventversion"]]),
+          f"message {i}: the attributes are cloudEvents: headers, beside x-ordering-key, no others")
     is_eq(x.get("header_types", {}).get("cloudEvents:eventversion"), "number", f"message {i}: eventversion an integer")
     ok(x.get("ok") and x.get("id") == eid and x.get("type") == "KEEP_RELAY_BINARY" and x.get("source") == "ORDER"
        and x.get("subject") == str(7000 + i) and x.get("time") == created[eid][:23] + "Z"

@@ -24,8 +24,8 @@ int main(void)
     is_int(offsetof(struct sc_event, subject), 24, "event.subject");
     is_int(offsetof(struct sc_event, eventversion), 40, "event.eventversion");
     is_int(offsetof(struct sc_event, data_json), 56, "event.data_json");
-    /* appended after 0.3: the fields of 0.3 keep their offsets above */
-    is_int(offsetof(struct sc_event, struct_size), 72, "event.struct_size right after 0.3's end");
+    /* appended for the trace context: the fields before keep their offsets above */
+    is_int(offsetof(struct sc_event, struct_size), 72, "event.struct_size right after data_json_len");
     is_int(offsetof(struct sc_event, traceparent), 80, "event.traceparent");
     is_int(offsetof(struct sc_event, tracestate), 88, "event.tracestate");
     is_int(offsetof(struct sc_event, trace_id), 96, "event.trace_id");

@@ -1,9 +1,9 @@
 /* A handler built against the handler ABI header as it was before the trace
- * context was appended to struct sc_event (a verbatim copy of 0.3's
- * include/sidecar/handler.h in abi_v03/, the only header path this file is
+ * context was appended to struct sc_event (a verbatim copy of
+ * include/sidecar/handler.h from before them, in abi_pretrace/, the only header path this file is
  * compiled with). The consumer built today must still load it and hand it
  * events it reads right: for type OLD_ABI it stores what it sees of each
- * 0.3 field in t_abi_old, so the test compares them with what was sent. */
+ * field of that header in t_abi_old, so the test compares them with what was sent. */
 #include <mysql.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +11,11 @@
 
 #include <sidecar/handler.h>
 
-/* The header really is the old one: 0.3's struct sc_event is 72 bytes on LP64
+/* The header really is the old one: its struct sc_event is 72 bytes on LP64
  * and has no trace fields. */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct sc_event) == 72, "abi_v03 header is 0.3's");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct sc_event) == 72, "abi_pretrace is the header from before the trace fields");
 #ifdef SC_EVENT_HAS
-#error "abi_v03 must be the header from before the trace context"
+#error "abi_pretrace must be the header from before the trace context"
 #endif
 
 /* s escaped as a quoted SQL literal into out (sized 2n+3), or NULL. */
@@ -72,7 +72,7 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
 static const struct sc_handler_v1 h = {
     .abi_version = SC_HANDLER_ABI_VERSION,
     .struct_size = sizeof(struct sc_handler_v1),
-    .name = "abi_v03",
+    .name = "abi_pretrace",
     .handle = handle,
 };
 
