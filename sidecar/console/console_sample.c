@@ -39,6 +39,7 @@
 #define CAP_WINDOW 1000000
 #define WATERMARK_SLACK "5" /* seconds: longer than a producer's transaction */
 #define HISTORY_MS 3600000  /* an hour of samples */
+#define QUEUE_ERR_MAX 320   /* "queue NAME: " and a 200-byte reason */
 
 enum { ST_PENDING, ST_PUBLISHING, ST_PUBLISHED, ST_FAILED, N_ST };
 static const char *const st_names[N_ST] = {"PENDING", "PUBLISHING", "PUBLISHED", "FAILED"};
@@ -79,7 +80,7 @@ struct sc_console_sampler {
     double publish_per_min;   /* -1: not known (yet) */
     double *consumed_per_min; /* nk; -1: not known (yet) */
     long long *queue_msgs, *queue_cons, *dlq_msgs; /* nk each; -1: not known */
-    char (*queue_err)[200];   /* nk: why a queue could not be read */
+    char (*queue_err)[QUEUE_ERR_MAX]; /* nk: why a queue could not be read */
     struct ring dbr;          /* series: backlog, publish/min, oldest age, consumed/min x nk */
     struct ring amqpr;        /* series: dlq x nk, queue x nk */
 
@@ -419,7 +420,7 @@ static int amqp_sample(struct sc_console_sampler *s, struct sc_amqp *a, char *er
         return -1;
     size_t nk = s->nk;
     long long *v = calloc(3 * (nk ? nk : 1), sizeof *v);
-    char (*qe)[200] = calloc(nk ? nk : 1, sizeof *qe);
+    char (*qe)[QUEUE_ERR_MAX] = calloc(nk ? nk : 1, sizeof *qe);
     if (!v || !qe) {
         free(v);
         free(qe);
