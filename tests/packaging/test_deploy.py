@@ -19,30 +19,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done, skip  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 build, sidecar = sys.argv[1], sys.argv[2]
 # The exposure `systemd-analyze security` gave the units when they were
 # written (1.1 on systemd 252); more means a hardening setting went missing.
 MAX_EXPOSURE = 1.5
-n = failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[-25:]:
-            print("#   " + line)
-    return cond
 
 
-def skip(label, why):
-    global n
-    n += 1
-    print(f"ok {n} - {label} # SKIP {why}", flush=True)
 
 
 def run(*cmd, **kw):
@@ -202,5 +190,4 @@ else:
     ok(keys and not missing, f"sidecar.json(5) has all {len(keys)} keys of `sidecar help config`", missing)
 
 shutil.rmtree(dest, ignore_errors=True)
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()

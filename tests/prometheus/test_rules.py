@@ -18,22 +18,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import dashboard_queries  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done  # noqa: E402
 
 RULES = os.path.join(ROOT, "deploy", "prometheus", "sidecar-rules.yml")
 QUERIES = os.path.join(ROOT, "deploy", "prometheus", "sidecar-dashboard-queries.yml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "sidecar-dashboard.json")
-n = failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[-40:]:
-            print("#   " + line)
-    return cond
 
 
 def promtool(*args, cwd=None):
@@ -157,5 +149,4 @@ ok(named_alerts and not bad, f"the {len(named_alerts)} alerts the table names ar
 unread = sorted(set(alerts) - named_alerts)
 ok(not unread, "every rule appears beside a metric it reads", ", ".join(unread))
 
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()
