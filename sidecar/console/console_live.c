@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "admin/admin_aggregate.h"
+#include "admin/admin_effects.h"
 #include "admin/admin_rows.h"
 #include "console.h"
 #include "consume/republish.h"
@@ -302,25 +303,27 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     json_object_set_new(out, "consumed", mine ? json_incref(mine) : json_object());
     json_decref(consumed);
 
-    /* The sample handler's effect, where its table exists and may be read. */
-    if (sc_db_select_params(db,
-            "SELECT order_id, source_version, status, " SC_SQL_TS("created_at") " AS created "
-            "FROM notification_job WHERE event_id = ?", p, 1, 1, 0, &rows, &e) == 0) {
-        if (rows.n_rows) {
-            known = 1;
-            json_object_set_new(out, "notification_job",
-                json_pack("{s:o, s:o, s:o, s:o}", "order_id", sc_cell_int(&rows, 0, "order_id"),
-                          "source_version", sc_cell_int(&rows, 0, "source_version"), "status",
-                          sc_cell_text(&rows, 0, "status"), "created_at", sc_cell_text(&rows, 0, "created")));
-        } else {
-            json_object_set_new(out, "notification_job", json_null());
-        }
-        sc_rows_free(&rows);
-    } else if (broken_by(&e)) {
+    /* Each consumer's effect, where its inspect_effects names it (as
+     * `sidecar inspect` shows it). */
+    int gone = 0;
+    json_t *effects = sc_inspect_effects_json(db, con->cfg, canon, &gone);
+    if (!effects || gone) {
+        /* The connection was lost at the last entry: its error is the page's. */
+        json_t *er = json_object_get(json_array_get(effects, json_array_size(effects) - 1), "error");
+        e.code = er ? (unsigned)json_integer_value(json_object_get(er, "code")) : 2008;
+        snprintf(e.sqlstate, sizeof e.sqlstate, "%s",
+                 er ? json_string_value(json_object_get(er, "sqlstate")) : "HY000");
+        snprintf(e.msg, sizeof e.msg, "%s", er ? json_string_value(json_object_get(er, "message"))
+                                               : "out of memory");
+        e.cls = SC_DBERR_CONNECTION;
+        json_decref(effects);
         goto fail;
-    } else {
-        json_object_set_new(out, "notification_job", json_null());
     }
+    size_t ei;
+    json_t *x;
+    json_array_foreach(effects, ei, x)
+        known |= json_array_size(json_object_get(x, "rows")) > 0;
+    json_object_set_new(out, "effects", effects);
     sc_console_db_put(con, slot, 0);
     json_object_set_new(out, "known", json_boolean(known));
     *status = 200;
