@@ -114,7 +114,7 @@ int sc_check_run(const struct sc_config *cfg)
     struct sc_db_err e = {0};
     if (sc_db_connect(&db, cfg, &e) == 0) {
         int parts = (cfg->n_consumers ? SC_SCHEMA_CONSUMER : 0) |
-                    (cfg->relay.present ? SC_SCHEMA_RELAY : 0);
+                    (cfg->relay.present ? sc_schema_relay_parts(cfg) : 0);
         char why[512];
         int schema = parts ? sc_schema_check(&db, parts, why, sizeof why, &e) : 0;
         if (schema == 1) {
@@ -126,7 +126,7 @@ int sc_check_run(const struct sc_config *cfg)
             rc = 1;
         } else if (parts) {
             printf("mysql: schema has what %s needs\n",
-                   parts == (SC_SCHEMA_CONSUMER | SC_SCHEMA_RELAY) ? "the consumers and the relay"
+                   (parts & SC_SCHEMA_CONSUMER) && (parts & SC_SCHEMA_RELAY) ? "the consumers and the relay"
                    : parts == SC_SCHEMA_CONSUMER                   ? "the consumers"
                                                                    : "the relay");
         }
