@@ -58,6 +58,7 @@ struct table {
 #define CON(m) offsetof(struct sc_consumer_config, m)
 #define REL(m) offsetof(struct sc_relay_config, m)
 #define BND(m) offsetof(struct sc_binding, m)
+#define EFF(m) offsetof(struct sc_inspect_effect, m)
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
@@ -119,6 +120,22 @@ static const struct field binding_fields[] = {
 };
 static const struct table binding_table = {binding_fields, N(binding_fields), sizeof(struct sc_binding)};
 
+static const struct field inspect_effect_fields[] = {
+    {.key = "table", .type = F_STR, .off = EFF(table), .required = 1, .def_doc = "required",
+     .help = "where `sidecar inspect` finds this consumer's effect of an event (at most 8 "
+             "entries; none: no effect shown): it reads `SELECT columns FROM table WHERE "
+             "event_id_column = ?`. A table of the configured database, named by a plain "
+             "identifier (letters, digits, `_`, at most 64); the user of `mysql.url` needs SELECT "
+             "on it"},
+    {.key = "event_id_column", .type = F_STR, .off = EFF(event_id_column), .def_str = "event_id",
+     .help = "the column of that table holding the event id (an identifier)"},
+    {.key = "columns", .type = F_STR_LIST, .off = EFF(columns), .count_off = EFF(n_columns),
+     .required = 1, .def_doc = "required",
+     .help = "the columns `sidecar inspect` shows of each row found (identifiers, at most 32)"},
+};
+static const struct table inspect_effect_table = {inspect_effect_fields, N(inspect_effect_fields),
+                                                  sizeof(struct sc_inspect_effect)};
+
 static const struct field consumer_fields[] = {
     {.key = "name", .type = F_STR, .off = CON(name), .required = 1, .def_doc = "required",
      .help = "the `consumer_name` in `consumed_event` (≤ 128 characters, unique)"},
@@ -173,6 +190,8 @@ static const struct field consumer_fields[] = {
     {.key = "plain_subject", .type = F_STR, .off = CON(plain_subject), .def_doc = "none",
      .help = "`envelope` `plain` only: an RFC 6901 JSON Pointer into the body (`/order/id`) "
              "whose string or number is the `subject`"},
+    {.key = "inspect_effects", .type = F_OBJ_ARR, .off = CON(inspect_effects),
+     .count_off = CON(n_inspect_effects), .sub = &inspect_effect_table},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};
@@ -649,6 +668,50 @@ static int validate_urls(char **urls, size_t n, const char *key, const char *env
     return 0;
 }
 
+/* An SQL identifier inspect may put in a statement (backtick-quoted): 1 to
+ * 64 of [A-Za-z0-9_], not all digits. Nothing else, so no quoting is ever
+ * escaped and no name reads as something else. */
+static int sql_identifier_ok(const char *s)
+{
+    size_t n = strlen(s), digits = 0;
+    if (n == 0 || n > 64)
+        return 0;
+    for (const char *p = s; *p; p++) {
+        int d = *p >= '0' && *p <= '9';
+        digits += (size_t)d;
+        if (!d && !(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && *p != '_')
+            return 0;
+    }
+    return digits < n;
+}
+
+static int validate_inspect_effects(const struct sc_consumer_config *k, size_t i, char *err,
+                                    size_t err_len)
+{
+    if (k->n_inspect_effects > SC_INSPECT_EFFECTS_MAX)
+        return fail(err, err_len, "consumers[%zu].inspect_effects: more than %d entries", i,
+                    SC_INSPECT_EFFECTS_MAX);
+    for (size_t j = 0; j < k->n_inspect_effects; j++) {
+        const struct sc_inspect_effect *x = &k->inspect_effects[j];
+        static const char want[] = "is not a plain SQL identifier (1 to 64 letters, digits and _, "
+                                   "not only digits)";
+        if (!sql_identifier_ok(x->table))
+            return fail(err, err_len, "consumers[%zu].inspect_effects[%zu].table: \"%.80s\" %s", i,
+                        j, x->table, want);
+        if (!sql_identifier_ok(x->event_id_column))
+            return fail(err, err_len, "consumers[%zu].inspect_effects[%zu].event_id_column: "
+                        "\"%.80s\" %s", i, j, x->event_id_column, want);
+        if (x->n_columns > SC_INSPECT_COLUMNS_MAX)
+            return fail(err, err_len, "consumers[%zu].inspect_effects[%zu].columns: more than %d",
+                        i, j, SC_INSPECT_COLUMNS_MAX);
+        for (size_t c = 0; c < x->n_columns; c++)
+            if (!sql_identifier_ok(x->columns[c]))
+                return fail(err, err_len, "consumers[%zu].inspect_effects[%zu].columns[%zu]: "
+                            "\"%.80s\" %s", i, j, c, x->columns[c], want);
+    }
+    return 0;
+}
+
 static int validate(struct sc_config *c, char *err, size_t err_len)
 {
     static const char *const amqp_schemes[] = {"amqp://", "amqps://", NULL};
@@ -724,6 +787,8 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
             return fail(err, err_len, "consumers[%zu].plain_subject: \"%s\" is not an RFC 6901 "
                         "JSON Pointer (\"\" or \"/a/b\", with ~0 for ~ and ~1 for /)", i,
                         k->plain_subject);
+        if (validate_inspect_effects(k, i, err, err_len))
+            return -1;
     }
     return 0;
 }

@@ -15,6 +15,19 @@ struct sc_binding {
     char *routing_key;
 };
 
+/* consumers[].inspect_effects[]: where `sidecar inspect` finds the
+ * consumer's effect of an event. Every name is a checked SQL identifier. */
+struct sc_inspect_effect {
+    char *table;
+    char *event_id_column;     /* holds the event id (default event_id) */
+    char **columns;            /* the columns shown */
+    size_t n_columns;
+};
+
+/* The most entries of inspect_effects, and of its columns. */
+#define SC_INSPECT_EFFECTS_MAX 8
+#define SC_INSPECT_COLUMNS_MAX 32
+
 struct sc_consumer_config {
     char *name;
     char *queue;
@@ -35,6 +48,8 @@ struct sc_consumer_config {
     char *envelope;            /* "cloudevents" (structured, binary, batch) or "plain" */
     char *plain_source;        /* plain: the source attribute (NULL: the exchange) */
     char *plain_subject;       /* plain: RFC 6901 pointer into the body for subject, or NULL */
+    struct sc_inspect_effect *inspect_effects;
+    size_t n_inspect_effects;
 };
 
 struct sc_relay_config {

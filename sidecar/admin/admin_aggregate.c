@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin_rows.h"
 #include "io/db_rows.h"
 
 #define NAMES_MAX 100
-#define TSF(col) "DATE_FORMAT(" col ", '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ')" /* in a printf format */
 
 json_t *sc_consumer_names_json(struct sc_db *db, const struct sc_config *cfg,
                                struct sc_db_err *e)
@@ -64,7 +64,7 @@ json_t *sc_consumption_json(struct sc_db *db, const struct sc_config *cfg, const
      * statement text is one per page size and never IN (). */
     char sql[256 + SC_AGGREGATE_PAGE_MAX * 3];
     size_t o = (size_t)snprintf(sql, sizeof sql,
-                                "SELECT event_id, " TSF("consumed_at") " FROM consumed_event "
+                                "SELECT event_id, " SC_SQL_TSF("consumed_at") " FROM consumed_event "
                                 "WHERE consumer_name = ? AND event_id IN (");
     for (int i = 0; i < n_ids; i++)
         o += (size_t)snprintf(sql + o, sizeof sql - o, i ? ",?" : "?");
@@ -107,20 +107,6 @@ json_t *sc_consumption_json(struct sc_db *db, const struct sc_config *cfg, const
     return out;
 }
 
-static json_t *cell_json(const struct sc_rows *rows, size_t r, const char *col)
-{
-    int c = sc_rows_col(rows, col);
-    const char *v = c < 0 ? NULL : sc_rows_get(rows, r, (size_t)c);
-    return v ? json_string(v) : json_null();
-}
-
-static json_t *cell_int(const struct sc_rows *rows, size_t r, const char *col)
-{
-    int c = sc_rows_col(rows, col);
-    const char *v = c < 0 ? NULL : sc_rows_get(rows, r, (size_t)c);
-    return v ? json_integer(atoll(v)) : json_null();
-}
-
 json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const json_t *names,
                           const char *type, const char *id, const char *after, int limit,
                           struct sc_db_err *e)
@@ -130,20 +116,14 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
     if (limit > SC_AGGREGATE_PAGE_MAX)
         limit = SC_AGGREGATE_PAGE_MAX;
     /* The cursor is "created_at,event_id" of the last event shown. */
-    char at[64] = "", eid[64] = "";
-    const char *comma = after ? strrchr(after, ',') : NULL;
-    if (comma && (size_t)(comma - after) < sizeof at && strlen(comma + 1) < sizeof eid) {
-        memcpy(at, after, (size_t)(comma - after));
-        at[comma - after] = 0;
-        snprintf(eid, sizeof eid, "%s", comma + 1);
-    }
-    int paged = at[0] && eid[0];
+    char at[64], eid[64];
+    int paged = sc_cursor_parse(after, at, sizeof at, eid, sizeof eid);
     char sql[1024];
     /* One range of ix_outbox_event_aggregate, in its order: no filesort. */
     snprintf(sql, sizeof sql,
-             "SELECT event_id, event_type, event_version, status, " TSF("created_at") " AS created, "
-             TSF("published_at") " AS published, publish_attempts, lease_owner, "
-             TSF("lease_until") " AS lease, created_at "
+             "SELECT event_id, event_type, event_version, status, " SC_SQL_TSF("created_at") " AS created, "
+             SC_SQL_TSF("published_at") " AS published, publish_attempts, lease_owner, "
+             SC_SQL_TSF("lease_until") " AS lease, created_at "
              "FROM outbox_event FORCE INDEX (ix_outbox_event_aggregate) "
              "WHERE aggregate_type = ? AND aggregate_id = ?%s "
              "ORDER BY created_at, event_id LIMIT %d",
@@ -165,15 +145,15 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
     json_t *events = json_array();
     for (size_t r = 0; r < n; r++) {
         json_t *ev = json_object();
-        json_object_set_new(ev, "event_id", cell_json(&rows, r, "event_id"));
-        json_object_set_new(ev, "event_type", cell_json(&rows, r, "event_type"));
-        json_object_set_new(ev, "event_version", cell_int(&rows, r, "event_version"));
-        json_object_set_new(ev, "status", cell_json(&rows, r, "status"));
-        json_object_set_new(ev, "created_at", cell_json(&rows, r, "created"));
-        json_object_set_new(ev, "published_at", cell_json(&rows, r, "published"));
-        json_object_set_new(ev, "publish_attempts", cell_int(&rows, r, "publish_attempts"));
-        json_object_set_new(ev, "lease_owner", cell_json(&rows, r, "lease_owner"));
-        json_object_set_new(ev, "lease_until", cell_json(&rows, r, "lease"));
+        json_object_set_new(ev, "event_id", sc_cell_text(&rows, r, "event_id"));
+        json_object_set_new(ev, "event_type", sc_cell_text(&rows, r, "event_type"));
+        json_object_set_new(ev, "event_version", sc_cell_int(&rows, r, "event_version"));
+        json_object_set_new(ev, "status", sc_cell_text(&rows, r, "status"));
+        json_object_set_new(ev, "created_at", sc_cell_text(&rows, r, "created"));
+        json_object_set_new(ev, "published_at", sc_cell_text(&rows, r, "published"));
+        json_object_set_new(ev, "publish_attempts", sc_cell_int(&rows, r, "publish_attempts"));
+        json_object_set_new(ev, "lease_owner", sc_cell_text(&rows, r, "lease_owner"));
+        json_object_set_new(ev, "lease_until", sc_cell_text(&rows, r, "lease"));
         json_t *c = json_object_get(consumed, ids[r]);
         json_object_set_new(ev, "consumed", c ? json_incref(c) : json_object());
         json_array_append_new(events, ev);

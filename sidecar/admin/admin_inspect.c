@@ -8,6 +8,7 @@
 
 #include "admin.h"
 #include "admin_aggregate.h"
+#include "admin_effects.h"
 #include "io/db.h"
 #include "envelope/event.h"
 #include "envelope/uuid_v5.h"
@@ -26,8 +27,6 @@ __attribute__((format(printf, 3, 4))) static MYSQL_RES *select_by_id(struct sc_d
     return sc_db_select(db, sql, e);
 }
 
-/* MariaDB and MySQL: the table does not exist. */
-#define ER_NO_SUCH_TABLE 1146
 /* Unknown column: a schema from before sql/schema/009. */
 #define ER_BAD_FIELD 1054
 
@@ -79,6 +78,64 @@ static int print_unread(const struct unread *u, const char *label, const char *t
 static json_t *str_or_null(const char *s)
 {
     return s ? json_string(s) : json_null();
+}
+
+/* Records each effect query that failed; 1 when a row was found. */
+static int effects_known(const json_t *effects, struct unread *u)
+{
+    size_t i;
+    json_t *x;
+    int found = 0;
+    json_array_foreach(effects, i, x) {
+        json_t *err = json_object_get(x, "error");
+        if (err)
+            json_array_append_new(u->errors, json_pack("{s:O, s:O, s:O, s:O}", "table",
+                json_object_get(x, "table"), "code", json_object_get(err, "code"), "sqlstate",
+                json_object_get(err, "sqlstate"), "message", json_object_get(err, "message")));
+        found |= json_array_size(json_object_get(x, "rows")) > 0;
+    }
+    return found;
+}
+
+/* "effect: TABLE (CONSUMER): col value, ..." per row found, or why none. */
+static void print_effects(const json_t *effects)
+{
+    size_t i, r, at;
+    json_t *x, *row;
+    json_array_foreach(effects, i, x) {
+        const char *table = json_string_value(json_object_get(x, "table"));
+        const char *consumer = json_string_value(json_object_get(x, "consumer"));
+        json_t *err = json_object_get(x, "error");
+        json_t *rows = json_object_get(x, "rows");
+        if (err) {
+            printf("  effect:   %s (%s) not read: mysql error %lld (%s): %s\n", table, consumer,
+                   (long long)json_integer_value(json_object_get(err, "code")),
+                   json_string_value(json_object_get(err, "sqlstate")),
+                   json_string_value(json_object_get(err, "message")));
+            continue;
+        }
+        if (json_array_size(rows) == 0)
+            printf("  effect:   no %s row (%s)\n", table, consumer);
+        json_array_foreach(rows, r, row) {
+            printf("  effect:   %s (%s):", table, consumer);
+            const char *col;
+            json_t *v;
+            at = 0;
+            json_object_foreach(row, col, v) {
+                printf("%s %s ", at++ ? "," : "", col);
+                if (json_is_integer(v))
+                    printf("%lld", (long long)json_integer_value(v));
+                else if (json_is_string(v))
+                    printf("%s", json_string_value(v));
+                else
+                    printf("NULL");
+            }
+            printf("\n");
+        }
+        if (json_is_true(json_object_get(x, "more")))
+            printf("  effect:   %s (%s): more rows than the %d shown\n", table, consumer,
+                   SC_EFFECT_ROWS_SHOWN);
+    }
 }
 
 int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
@@ -170,23 +227,17 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     }
     json_object_set_new(out, "consumed", consumed ? consumed : json_null());
 
-    /* The sample handler's effect, where its table exists. */
-    row = NULL;
-    r = u.gone ? NULL : select_by_id(&db, &e,
-        "SELECT order_id, source_version, status, DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
-        "FROM notification_job WHERE event_id = '%s'", id);
-    if (!r && !u.gone && e.code != ER_NO_SUCH_TABLE)
-        record_error(&u, "notification_job", &e);
-    if (r && (row = mysql_fetch_row(r))) {
-        known = 1;
-        json_object_set_new(out, "notification_job", json_pack("{s:I, s:I, s:s?, s:s?}",
-            "order_id", (json_int_t)atoll(row[0]), "source_version", (json_int_t)atoll(row[1]),
-            "status", row[2], "created_at", row[3]));
-    } else {
-        json_object_set_new(out, "notification_job", json_null());
+    /* Each consumer's effect, where its inspect_effects names it. */
+    json_t *effects = u.gone ? json_array() : sc_inspect_effects_json(&db, cfg, id, &u.gone);
+    if (!effects) {
+        fprintf(stderr, "sidecar inspect: out of memory\n");
+        sc_db_close(&db);
+        json_decref(u.errors);
+        json_decref(out);
+        return 1;
     }
-    if (r)
-        mysql_free_result(r);
+    known |= effects_known(effects, &u);
+    json_object_set_new(out, "effects", effects);
     if (!u.gone)
         sc_db_rollback(&db, &e);
     sc_db_close(&db);
@@ -234,17 +285,7 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
                 printf("  consumed: by %s at %s\n", json_string_value(json_object_get(c, "consumer")),
                        json_string_value(json_object_get(c, "consumed_at")));
         }
-        json_t *j = json_object_get(out, "notification_job");
-        if (print_unread(&u, "effect:  ", "notification_job"))
-            ;
-        else if (json_is_object(j))
-            printf("  effect:   notification_job order %lld v%lld %s at %s\n",
-                   (long long)json_integer_value(json_object_get(j, "order_id")),
-                   (long long)json_integer_value(json_object_get(j, "source_version")),
-                   json_string_value(json_object_get(j, "status")),
-                   json_string_value(json_object_get(j, "created_at")));
-        else
-            printf("  effect:   no notification_job row\n");
+        print_effects(effects);
         if (!known && !n_errors)
             printf("  nothing is known of this event id\n");
     }

@@ -8,13 +8,13 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "console.h"
+#include "io/http.h"
 #include "log.h"
 
 #define BODY_MAX 4096
@@ -24,9 +24,8 @@ static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'sel
                           "form-action 'none'; frame-ancestors 'none'";
 
 struct sc_console_http {
-    struct MHD_Daemon *d;
+    struct sc_http *srv;
     struct sc_console *con;
-    _Atomic int running;
 };
 
 struct req {
@@ -34,20 +33,6 @@ struct req {
     size_t len;
     int too_big;
 };
-
-__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    struct sc_console_http *h = cls;
-    enum sc_log_level level = atomic_load(&h->running) ? SC_LOG_WARN : SC_LOG_DEBUG;
-    if (!sc_log_enabled(level))
-        return;
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-        msg[--n] = 0;
-    sc_log(level, NULL, "console: libmicrohttpd: %s", msg);
-}
 
 static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *type,
                                   const void *data, size_t len, enum MHD_ResponseMemoryMode mode)
@@ -311,49 +296,25 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 
 struct sc_console_http *sc_console_http_start(struct sc_console *con, char *err, size_t err_len)
 {
-    const char *listen = con->cfg->console_listen;
-    char host[256];
-    const char *colon = strrchr(listen, ':');
-    if (!colon || (size_t)(colon - listen) >= sizeof host) {
-        snprintf(err, err_len, "console.listen: expected host:port, got \"%s\"", listen);
-        return NULL;
-    }
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        snprintf(err, err_len, "console.listen: expected an IPv4 address and port, got \"%s\"",
-                 listen);
-        return NULL;
-    }
     struct sc_console_http *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
     h->con = con;
-    h->d = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
-    if (!h->d) {
-        snprintf(err, err_len, "console.listen: cannot listen on %s (in use, or not a local address)",
-                 listen);
+    /* A thread per connection: a request that waits on a slow server holds
+     * only its own thread. */
+    const struct sc_http_spec spec = {.key = "console.listen", .log_name = "console",
+                                      .handler = on_request, .handler_cls = h,
+                                      .completed = on_completed, .timeout_s = 30,
+                                      .thread_per_connection = 1};
+    const char *listen = con->cfg->console_listen;
+    if (!(h->srv = sc_http_serve(listen, &spec, err, err_len))) {
         free(h);
         return NULL;
     }
-    atomic_store(&h->running, 1);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    sc_info("console: listening on %s:%u (%s)", host, info ? info->port : (unsigned)port,
-            con->n_tokens ? "actions with a bearer token" : "read-only");
+    sc_info("console: listening on %.*s:%u (%s)", (int)(strrchr(listen, ':') - listen), listen,
+            sc_http_port(h->srv), con->n_tokens ? "actions with a bearer token" : "read-only");
     return h;
 }
 
@@ -361,6 +322,6 @@ void sc_console_http_stop(struct sc_console_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->d);
+    sc_http_stop(h->srv);
     free(h);
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "admin/admin_aggregate.h"
+#include "admin/admin_effects.h"
+#include "admin/admin_rows.h"
 #include "console.h"
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
@@ -23,8 +25,6 @@
 #define BODY_SHOWN 65536     /* bytes of a dead-lettered body in a reply */
 #define PAYLOAD_SHOWN 16384  /* bytes of an outbox payload in a reply */
 #define PAYLOAD_CHECKED (1 << 20)
-#define TS(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
-#define TSF(col) "DATE_FORMAT(" col ", '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ')" /* in a printf format */
 
 json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigned *status)
 {
@@ -87,20 +87,6 @@ static int broken_by(const struct sc_db_err *e)
     return e->cls == SC_DBERR_CONNECTION || e->code >= 2000;
 }
 
-static json_t *cell(const struct sc_rows *rows, size_t r, const char *col)
-{
-    int c = sc_rows_col(rows, col);
-    const char *v = c < 0 ? NULL : sc_rows_get(rows, r, (size_t)c);
-    return v ? json_string(v) : json_null();
-}
-
-static json_t *cell_int(const struct sc_rows *rows, size_t r, const char *col)
-{
-    int c = sc_rows_col(rows, col);
-    const char *v = c < 0 ? NULL : sc_rows_get(rows, r, (size_t)c);
-    return v ? json_integer(atoll(v)) : json_null();
-}
-
 /* Bytes as a JSON string: invalid UTF-8 becomes U+FFFD, so any body can be
  * shown (as text, by the page). */
 static json_t *text_json(const unsigned char *s, size_t len)
@@ -159,14 +145,8 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
         limit = limit < 1 ? 50 : PAGE_MAX;
     int leases = strcmp(st, "PUBLISHING") == 0, failed = strcmp(st, "FAILED") == 0;
     /* The cursor: the last row's sort key, "key,event_id". */
-    char k[64] = "", eid[64] = "";
-    const char *comma = after ? strrchr(after, ',') : NULL;
-    if (comma && (size_t)(comma - after) < sizeof k && strlen(comma + 1) < sizeof eid) {
-        memcpy(k, after, (size_t)(comma - after));
-        k[comma - after] = 0;
-        snprintf(eid, sizeof eid, "%s", comma + 1);
-    }
-    int paged = k[0] && eid[0];
+    char k[64], eid[64];
+    int paged = sc_cursor_parse(after, k, sizeof k, eid, sizeof eid);
     const char *key = leases ? "lease_until" : "created_at";
     char sql[1400];
     /* PUBLISHING in lease order (ix_outbox_event_lease: status, lease_until,
@@ -175,8 +155,8 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
      * columns are read for the page's rows only. */
     snprintf(sql, sizeof sql,
              "SELECT event_id, aggregate_type, aggregate_id, event_type, event_version, status, "
-             TSF("created_at") " AS created, lease_owner, " TSF("lease_until") " AS lease, "
-             "publish_attempts, " TSF("published_at") " AS published, %s AS sort_key%s "
+             SC_SQL_TSF("created_at") " AS created, lease_owner, " SC_SQL_TSF("lease_until") " AS lease, "
+             "publish_attempts, " SC_SQL_TSF("published_at") " AS published, %s AS sort_key%s "
              "FROM outbox_event FORCE INDEX (%s) WHERE status = ?%s%s%s%s "
              "ORDER BY %s, event_id LIMIT %d",
              key, failed ? ", payload" : "", leases ? "ix_outbox_event_lease" : "ix_outbox_event_claim",
@@ -204,12 +184,12 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
         static const char *const text_cols[] = {"event_id", "aggregate_type", "aggregate_id",
                                                 "event_type", "status", "lease_owner"};
         for (size_t c = 0; c < sizeof text_cols / sizeof *text_cols; c++)
-            json_object_set_new(o, text_cols[c], cell(&rows, r, text_cols[c]));
-        json_object_set_new(o, "event_version", cell_int(&rows, r, "event_version"));
-        json_object_set_new(o, "publish_attempts", cell_int(&rows, r, "publish_attempts"));
-        json_object_set_new(o, "created_at", cell(&rows, r, "created"));
-        json_object_set_new(o, "lease_until", cell(&rows, r, "lease"));
-        json_object_set_new(o, "published_at", cell(&rows, r, "published"));
+            json_object_set_new(o, text_cols[c], sc_cell_text(&rows, r, text_cols[c]));
+        json_object_set_new(o, "event_version", sc_cell_int(&rows, r, "event_version"));
+        json_object_set_new(o, "publish_attempts", sc_cell_int(&rows, r, "publish_attempts"));
+        json_object_set_new(o, "created_at", sc_cell_text(&rows, r, "created"));
+        json_object_set_new(o, "lease_until", sc_cell_text(&rows, r, "lease"));
+        json_object_set_new(o, "published_at", sc_cell_text(&rows, r, "published"));
         if (failed) {
             /* The reason is the relay's own rule, applied to the row as it
              * is now (the relay logs it; the row has no column for it). */
@@ -277,9 +257,9 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     json_t *out = json_pack("{s:s%, s:s, s:b}", "query", id, len, "event_id", canon, "uuid", 1);
     int known = 0;
     if (sc_db_select_params(db,
-            "SELECT status, lease_owner, " TS("lease_until") " AS lease, " TS("published_at")
+            "SELECT status, lease_owner, " SC_SQL_TS("lease_until") " AS lease, " SC_SQL_TS("published_at")
             " AS published, event_type, event_version, aggregate_type, aggregate_id, "
-            TS("created_at") " AS created, publish_attempts, payload FROM outbox_event "
+            SC_SQL_TS("created_at") " AS created, publish_attempts, payload FROM outbox_event "
             "WHERE event_id = ?", p, 1, 1, PAYLOAD_SHOWN, &rows, &e))
         goto fail;
     if (rows.n_rows) {
@@ -288,12 +268,12 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
         static const char *const cols[] = {"status", "lease_owner", "event_type", "aggregate_type",
                                            "aggregate_id"};
         for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
-            json_object_set_new(o, cols[c], cell(&rows, 0, cols[c]));
-        json_object_set_new(o, "lease_until", cell(&rows, 0, "lease"));
-        json_object_set_new(o, "published_at", cell(&rows, 0, "published"));
-        json_object_set_new(o, "created_at", cell(&rows, 0, "created"));
-        json_object_set_new(o, "event_version", cell_int(&rows, 0, "event_version"));
-        json_object_set_new(o, "publish_attempts", cell_int(&rows, 0, "publish_attempts"));
+            json_object_set_new(o, cols[c], sc_cell_text(&rows, 0, cols[c]));
+        json_object_set_new(o, "lease_until", sc_cell_text(&rows, 0, "lease"));
+        json_object_set_new(o, "published_at", sc_cell_text(&rows, 0, "published"));
+        json_object_set_new(o, "created_at", sc_cell_text(&rows, 0, "created"));
+        json_object_set_new(o, "event_version", sc_cell_int(&rows, 0, "event_version"));
+        json_object_set_new(o, "publish_attempts", sc_cell_int(&rows, 0, "publish_attempts"));
         int pc = sc_rows_col(&rows, "payload");
         const char *payload = sc_rows_get(&rows, 0, (size_t)pc);
         unsigned long plen = payload ? rows.lens[(size_t)pc] : 0;
@@ -323,25 +303,27 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     json_object_set_new(out, "consumed", mine ? json_incref(mine) : json_object());
     json_decref(consumed);
 
-    /* The sample handler's effect, where its table exists and may be read. */
-    if (sc_db_select_params(db,
-            "SELECT order_id, source_version, status, " TS("created_at") " AS created "
-            "FROM notification_job WHERE event_id = ?", p, 1, 1, 0, &rows, &e) == 0) {
-        if (rows.n_rows) {
-            known = 1;
-            json_object_set_new(out, "notification_job",
-                json_pack("{s:o, s:o, s:o, s:o}", "order_id", cell_int(&rows, 0, "order_id"),
-                          "source_version", cell_int(&rows, 0, "source_version"), "status",
-                          cell(&rows, 0, "status"), "created_at", cell(&rows, 0, "created")));
-        } else {
-            json_object_set_new(out, "notification_job", json_null());
-        }
-        sc_rows_free(&rows);
-    } else if (broken_by(&e)) {
+    /* Each consumer's effect, where its inspect_effects names it (as
+     * `sidecar inspect` shows it). */
+    int gone = 0;
+    json_t *effects = sc_inspect_effects_json(db, con->cfg, canon, &gone);
+    if (!effects || gone) {
+        /* The connection was lost at the last entry: its error is the page's. */
+        json_t *er = json_object_get(json_array_get(effects, json_array_size(effects) - 1), "error");
+        e.code = er ? (unsigned)json_integer_value(json_object_get(er, "code")) : 2008;
+        snprintf(e.sqlstate, sizeof e.sqlstate, "%s",
+                 er ? json_string_value(json_object_get(er, "sqlstate")) : "HY000");
+        snprintf(e.msg, sizeof e.msg, "%s", er ? json_string_value(json_object_get(er, "message"))
+                                               : "out of memory");
+        e.cls = SC_DBERR_CONNECTION;
+        json_decref(effects);
         goto fail;
-    } else {
-        json_object_set_new(out, "notification_job", json_null());
     }
+    size_t ei;
+    json_t *x;
+    json_array_foreach(effects, ei, x)
+        known |= json_array_size(json_object_get(x, "rows")) > 0;
+    json_object_set_new(out, "effects", effects);
     sc_console_db_put(con, slot, 0);
     json_object_set_new(out, "known", json_boolean(known));
     *status = 200;

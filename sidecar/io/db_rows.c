@@ -130,12 +130,14 @@ int sc_db_select_params(struct sc_db *db, const char *sql, const char *const *pa
         nulls = calloc(nc, sizeof *nulls);
         bufs = calloc(nc, sizeof *bufs);
         out->names = calloc(nc, sizeof *out->names);
-        if (!res || !lens || !nulls || !bufs || !out->names)
+        out->types = calloc(nc, sizeof *out->types);
+        if (!res || !lens || !nulls || !bufs || !out->names || !out->types)
             goto oom;
         MYSQL_FIELD *f = mysql_fetch_fields(meta);
         for (size_t c = 0; c < nc; c++) {
             if (!(out->names[c] = strdup(f[c].name)))
                 goto oom;
+            out->types[c] = (int)f[c].type;
             res[c].buffer_type = MYSQL_TYPE_STRING;
             res[c].buffer = bufs[c];
             res[c].buffer_length = CELL_BUF;
@@ -207,5 +209,6 @@ void sc_rows_free(struct sc_rows *rows)
     free(rows->cells);
     free(rows->lens);
     free(rows->names);
+    free(rows->types);
     memset(rows, 0, sizeof *rows);
 }

@@ -13,6 +13,7 @@ struct sc_rows {
     char **cells;          /* n_rows * n_cols; NULL for SQL NULL */
     unsigned long *lens;   /* byte length of each cell */
     char **names;          /* n_cols column names */
+    int *types;            /* n_cols enum_field_types, as the server describes each column */
 };
 
 /* Prepares sql, binds n string parameters (NULL binds SQL NULL), runs it and

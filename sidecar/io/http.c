@@ -16,6 +16,7 @@
 struct sc_http {
     struct MHD_Daemon *d;
     unsigned port;
+    const char *log_name;
     _Atomic int running; /* set once MHD_start_daemon has returned */
 };
 
@@ -36,7 +37,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    sc_log(level, NULL, "http: libmicrohttpd: %s", msg);
+    sc_log(level, NULL, "%s: libmicrohttpd: %s", h->log_name, msg);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
@@ -80,12 +81,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return reply(c, 404, "text/plain", "not found: /metrics, /healthz, /readyz\n", 0);
 }
 
-struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
+struct sc_http *sc_http_serve(const char *listen, const struct sc_http_spec *spec, char *err,
+                              size_t err_len)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
     if (!colon || (size_t)(colon - listen) >= sizeof host) {
-        snprintf(err, err_len, "http.listen: expected host:port, got \"%s\"", listen);
+        snprintf(err, err_len, "%s: expected host:port, got \"%s\"", spec->key, listen);
         return NULL;
     }
     memcpy(host, listen, (size_t)(colon - listen));
@@ -97,40 +99,59 @@ struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
     addr.sin_family = AF_INET;
     addr.sin_port = htons((unsigned short)port);
     if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        snprintf(err, err_len, "http.listen: expected an IPv4 address and port, got \"%s\"", listen);
+        snprintf(err, err_len, "%s: expected an IPv4 address and port, got \"%s\"", spec->key,
+                 listen);
         return NULL;
     }
     struct sc_http *h = calloc(1, sizeof *h);
-    if (!h)
+    if (!h) {
+        snprintf(err, err_len, "out of memory");
         return NULL;
+    }
+    h->log_name = spec->log_name;
     /* epoll (or poll), never select(): select cannot watch a descriptor
      * above FD_SETSIZE (1,024), and a sidecar with many workers holds more
      * (two broker and one database connection per worker, files, the
-     * handler's). */
-    unsigned flags = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES
+     * handler's). A thread per connection goes with poll only. */
+    unsigned flags = spec->thread_per_connection
+                         ? MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION
+                     : MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES
                          ? MHD_USE_EPOLL_INTERNAL_THREAD
                          : MHD_USE_POLL_INTERNAL_THREAD;
-    if (flags == MHD_USE_POLL_INTERNAL_THREAD && MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
-        snprintf(err, err_len, "http.listen: libmicrohttpd has neither epoll nor poll (select "
-                 "fails past 1,024 descriptors)");
+    if ((flags & MHD_USE_POLL_INTERNAL_THREAD) == MHD_USE_POLL_INTERNAL_THREAD &&
+        MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
+        snprintf(err, err_len, "%s: libmicrohttpd has neither epoll nor poll (select "
+                 "fails past 1,024 descriptors)", spec->key);
         free(h);
         return NULL;
     }
     h->d = MHD_start_daemon(flags | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                            on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                            spec->handler, spec->handler_cls,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, spec->timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                            MHD_OPTION_NOTIFY_COMPLETED, spec->completed, spec->handler_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
     if (!h->d) {
-        snprintf(err, err_len, "http.listen: cannot listen on %s (in use, or not a local address)",
-                 listen);
+        snprintf(err, err_len, "%s: cannot listen on %s (in use, or not a local address)",
+                 spec->key, listen);
         free(h);
         return NULL;
     }
     atomic_store(&h->running, 1);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : (unsigned)port;
-    sc_info("http: /metrics /healthz /readyz on %s:%u", host, h->port);
+    return h;
+}
+
+struct sc_http *sc_http_start(const char *listen, char *err, size_t err_len)
+{
+    static const struct sc_http_spec spec = {.key = "http.listen", .log_name = "http",
+                                             .handler = on_request, .timeout_s = 10};
+    struct sc_http *h = sc_http_serve(listen, &spec, err, err_len);
+    if (h)
+        sc_info("http: /metrics /healthz /readyz on %.*s:%u", (int)(strrchr(listen, ':') - listen),
+                listen, h->port);
     return h;
 }
 

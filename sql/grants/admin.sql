@@ -14,4 +14,6 @@ SET @sc_pw = NULL, @sc_sql = NULL;
 GRANT SELECT, DELETE ON app.consumed_event TO 'sidecar_admin'@'%';
 GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
 GRANT UPDATE (status, lease_owner, lease_until) ON app.outbox_event TO 'sidecar_admin'@'%';
+-- the example effects `sidecar inspect` shows (consumers[].inspect_effects)
 GRANT SELECT ON app.notification_job TO 'sidecar_admin'@'%';
+GRANT SELECT ON app.order_event_log TO 'sidecar_admin'@'%';

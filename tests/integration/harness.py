@@ -341,8 +341,39 @@ def _shut(*socks):
             pass
 
 
+def mysql_packets(buf):
+    """Takes each whole MySQL packet (3-byte little-endian length, 1-byte
+    sequence number, payload) off the front of buf, a bytearray, and yields
+    it; a packet not yet whole stays in buf for the next read."""
+    while len(buf) >= 4:
+        n = int.from_bytes(buf[:3], "little")
+        if len(buf) < 4 + n:
+            return
+        pkt = bytes(buf[:4 + n])
+        del buf[:4 + n]
+        yield pkt
+
+
+def is_commit(payload):
+    """A COM_QUERY whose text is COMMIT."""
+    return payload[:1] == b"\x03" and payload[1:].strip().upper() == b"COMMIT"
+
+
+class _Link:
+    """One client connection through a proxy and its server connection."""
+
+    def __init__(self, client, server):
+        self.client, self.server = client, server
+        self.blocked = False          # the server's replies no longer reach the client
+        self.lock = threading.Lock()  # writes to the client: the server's and the proxy's own
+
+
 class _MySQLProxy:
-    """A loopback listener in front of MariaDB; subclasses accept()."""
+    """A loopback listener in front of MariaDB that forwards both ways and
+    splits what the client sends into packets; a subclass decides per packet
+    (packet()) and calls _serve() once its state is set."""
+
+    FORWARD, DROP, CUT_AFTER, CUT_BEFORE = "forward", "drop", "cut after", "cut before"
 
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
@@ -353,8 +384,14 @@ class _MySQLProxy:
         self.port = self.sock.getsockname()[1]
         self.lock = threading.Lock()
 
+    def packet(self, pkt, link):
+        """FORWARD the client's packet; DROP it (the proxy answered it itself
+        or swallows it); CUT_AFTER: forward it, keep its reply from the
+        client, let the server run it (0.3 s), then close both sides;
+        CUT_BEFORE: close both sides without forwarding it."""
+        return self.FORWARD
+
     def _serve(self):
-        """Started by the subclass once its state is set."""
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -364,6 +401,53 @@ class _MySQLProxy:
             except OSError:
                 return
             self._take(c)
+
+    def _take(self, c):
+        link = _Link(c, socket.create_connection(self.target))
+        threading.Thread(target=self._client_to_server, args=(link,), daemon=True).start()
+        threading.Thread(target=self._server_to_client, args=(link,), daemon=True).start()
+
+    @staticmethod
+    def _server_to_client(link):
+        try:
+            while True:
+                b = link.server.recv(65536)
+                if not b or link.blocked:
+                    break
+                with link.lock:
+                    link.client.sendall(b)
+        except OSError:
+            pass
+        _shut(link.server, link.client)
+
+    def _client_to_server(self, link):
+        buf = bytearray()
+        try:
+            while True:
+                b = link.client.recv(65536)
+                if not b:
+                    break
+                buf += b
+                out, cut = b"", None
+                for pkt in mysql_packets(buf):
+                    what = self.packet(pkt, link)
+                    if what in (self.FORWARD, self.CUT_AFTER):
+                        out += pkt
+                    if what in (self.CUT_AFTER, self.CUT_BEFORE):
+                        cut = what
+                        break
+                if cut:
+                    link.blocked = True
+                if out:
+                    link.server.sendall(out)
+                if cut == self.CUT_AFTER:
+                    time.sleep(0.3)  # the server executes the last packet meanwhile
+                if cut:
+                    _shut(link.client, link.server)
+                    return
+        except OSError:
+            pass
+        _shut(link.client, link.server)
 
     def url(self, role="CONSUMER"):
         """role's URL (sql/grants/) pointed at the proxy."""
@@ -377,6 +461,8 @@ class CommitCuttingProxy(_MySQLProxy):
     then closes both sides before the reply reaches the client: the commit
     happened, the client sees a lost connection (outcome UNKNOWN)."""
 
+    CUT = _MySQLProxy.CUT_AFTER
+
     def __init__(self, target_port):
         super().__init__(target_port)
         self.armed = 0
@@ -384,60 +470,16 @@ class CommitCuttingProxy(_MySQLProxy):
         self.cuts = 0
         self._serve()
 
-    def _take(self, c):
-        s = socket.create_connection(self.target)
-        state = {"blocked": False}
-        threading.Thread(target=self._client_to_server, args=(c, s, state), daemon=True).start()
-        threading.Thread(target=self._pipe, args=(s, c, state), daemon=True).start()
-
-    def _pipe(self, src, dst, state):
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b or state["blocked"]:
-                    break
-                dst.sendall(b)
-        except OSError:
-            pass
-        _shut(src, dst)
-
-    def _client_to_server(self, c, s, state):
-        buf = b""
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                buf += b
-                out = b""
-                cut = False
-                # Split into MySQL packets: 3-byte length, 1-byte sequence.
-                while len(buf) >= 4:
-                    n = int.from_bytes(buf[:3], "little")
-                    if len(buf) < 4 + n:
-                        break
-                    pkt, buf = buf[:4 + n], buf[4 + n:]
-                    out += pkt
-                    payload = pkt[4:]
-                    if payload[:1] == b"\x03" and payload[1:].strip().upper() == b"COMMIT":
-                        with self.lock:
-                            self.commit_seen += 1
-                            if self.armed > 0:
-                                self.armed -= 1
-                                self.cuts += 1
-                                cut = True
-                    if cut:
-                        break
-                if cut:
-                    state["blocked"] = True  # the COMMIT's reply never reaches the client
-                s.sendall(out)
-                if cut:
-                    time.sleep(0.3)  # the server executes the COMMIT meanwhile
-                    _shut(c, s)
-                    return
-        except OSError:
-            pass
-        _shut(c, s)
+    def packet(self, pkt, link):
+        if not is_commit(pkt[4:]):
+            return self.FORWARD
+        with self.lock:
+            self.commit_seen += 1
+            if self.armed <= 0:
+                return self.FORWARD
+            self.armed -= 1
+            self.cuts += 1
+            return self.CUT
 
 
 class GateProxy(_MySQLProxy):
@@ -471,20 +513,21 @@ class GateProxy(_MySQLProxy):
                 return
             s = socket.create_connection(self.target)
             self.open.append((c, s))
-        for src, dst in ((c, s), (s, c)):
-            threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+        link = _Link(c, s)
+        for pipe in (self._plain_client_to_server, self._server_to_client):
+            threading.Thread(target=pipe, args=(link,), daemon=True).start()
 
     @staticmethod
-    def _pipe(src, dst):
+    def _plain_client_to_server(link):
         try:
             while True:
-                b = src.recv(65536)
+                b = link.client.recv(65536)
                 if not b:
                     break
-                dst.sendall(b)
+                link.server.sendall(b)
         except OSError:
             pass
-        _shut(src, dst)
+        _shut(link.client, link.server)
 
 
 # ---- the relay and the producer ---------------------------------------------

@@ -23,7 +23,6 @@ import re
 import shutil
 
 from harness import *
-from harness import _shut
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 V7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -47,41 +46,7 @@ class CommitDroppingProxy(CommitCuttingProxy):
     back when it sees the client gone, and the client sees a lost connection
     (outcome UNKNOWN, really not committed)."""
 
-    def _client_to_server(self, c, s, state):
-        buf = b""
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                buf += b
-                out = b""
-                cut = False
-                while len(buf) >= 4:
-                    n = int.from_bytes(buf[:3], "little")
-                    if len(buf) < 4 + n:
-                        break
-                    pkt, buf = buf[:4 + n], buf[4 + n:]
-                    payload = pkt[4:]
-                    if payload[:1] == b"\x03" and payload[1:].strip().upper() == b"COMMIT":
-                        with self.lock:
-                            self.commit_seen += 1
-                            if self.armed > 0:
-                                self.armed -= 1
-                                self.cuts += 1
-                                cut = True
-                    if cut:
-                        break
-                    out += pkt
-                if out:
-                    s.sendall(out)
-                if cut:
-                    state["blocked"] = True
-                    _shut(c, s)
-                    return
-        except OSError:
-            pass
-        _shut(c, s)
+    CUT = CommitCuttingProxy.CUT_BEFORE
 
 
 def produce(command, args, url):

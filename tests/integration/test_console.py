@@ -11,6 +11,7 @@ import re
 import secrets
 import urllib.error
 import urllib.parse
+import uuid
 import urllib.request
 
 from harness import *
@@ -126,7 +127,8 @@ def insert_row(eid, status, agg_type="ORDER", agg_id="9000", etype="ORDER_ACCEPT
 
 # ---- the data ------------------------------------------------------------------
 clear_outbox()
-sc = Sidecar(consumer_extra={"max_attempts": 1})
+sc = Sidecar(consumer_extra={"max_attempts": 1, "inspect_effects": [
+    {"table": "notification_job", "columns": ["order_id", "status"]}]})
 if not sc.start():
     bail("the consumer did not start")
 name = sc.name
@@ -223,6 +225,14 @@ status, _, bad = con.request("/api/outbox?status=ANY")
 is_eq(status, 400, "an unknown status is refused")
 status, _, ev = con.request("/api/event?id=urn:uuid:" + replay_id.upper())
 ok(status == 200 and ev.get("event_id") == replay_id and ev.get("uuid"), "/api/event takes any UUID spelling", detail=ev)
+ok(ev.get("effects") == [{"consumer": name, "table": "notification_job", "rows": [], "more": False}]
+   and "notification_job" not in ev, "/api/event: the configured effect table, no row for a dead letter", detail=ev)
+with_effect = str(uuid.uuid4())
+query("INSERT INTO notification_job (event_id, order_id, source_version, status, created_at)"
+      " VALUES (%s, 7123, 1, 'PENDING', UTC_TIMESTAMP(6))", (with_effect,))
+status, _, ev = con.request("/api/event?id=" + with_effect)
+ok(status == 200 and ev.get("known") and ev["effects"][0]["rows"] == [{"order_id": 7123, "status": "PENDING"}],
+   "/api/event: the effect's row, by inspect_effects' columns", detail=ev)
 status, _, agg = con.request(f"/api/aggregate?type=ORDER&id={agg_id}&limit=2")
 ok(status == 200 and [e["event_id"] for e in agg["events"]] == agg_events[:2] and agg["next"],
    "/api/aggregate: the first 2 events in order, and a cursor", detail=agg)

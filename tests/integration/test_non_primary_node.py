@@ -21,7 +21,7 @@ so the worker must also back off between such sessions (without that, a
 import threading
 
 from harness import *
-from harness import _MySQLProxy, _shut
+from harness import _MySQLProxy
 
 WINDOW_S = 4
 N = 40
@@ -42,25 +42,6 @@ class NonPrimaryProxy(_MySQLProxy):
         self.refused = 0
         self._serve()
 
-    def _take(self, c):
-        s = socket.create_connection(self.target)
-        lock = threading.Lock()
-        threading.Thread(target=self._client_to_server, args=(c, s, lock), daemon=True).start()
-        threading.Thread(target=self._server_to_client, args=(s, c, lock), daemon=True).start()
-
-    @staticmethod
-    def _server_to_client(s, c, lock):
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                with lock:
-                    c.sendall(b)
-        except OSError:
-            pass
-        _shut(s, c)
-
     def _refuse(self, payload):
         cmd = payload[:1]
         if cmd == b"\x17":  # COM_STMT_EXECUTE
@@ -70,30 +51,15 @@ class NonPrimaryProxy(_MySQLProxy):
             return not (text.startswith(b"SET") or text.startswith(b"SHOW") or text.startswith(b"SELECT @@"))
         return False
 
-    def _client_to_server(self, c, s, lock):
-        buf = b""
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                buf += b
-                while len(buf) >= 4:
-                    n = int.from_bytes(buf[:3], "little")
-                    if len(buf) < 4 + n:
-                        break
-                    pkt, buf = buf[:4 + n], buf[4 + n:]
-                    # a command starts with sequence 0 (the handshake's packets do not)
-                    if self.non_primary and pkt[3] == 0 and self._refuse(pkt[4:]):
-                        self.refused += 1
-                        err = self.ERR_1047
-                        with lock:
-                            c.sendall(len(err).to_bytes(3, "little") + b"\x01" + err)
-                        continue
-                    s.sendall(pkt)
-        except OSError:
-            pass
-        _shut(c, s)
+    def packet(self, pkt, link):
+        # a command starts with sequence 0 (the handshake's packets do not)
+        if self.non_primary and pkt[3] == 0 and self._refuse(pkt[4:]):
+            self.refused += 1
+            err = self.ERR_1047
+            with link.lock:
+                link.client.sendall(len(err).to_bytes(3, "little") + b"\x01" + err)
+            return self.DROP
+        return self.FORWARD
 
 
 def scenario(label, quorum):

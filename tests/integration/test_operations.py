@@ -5,7 +5,8 @@ import uuid
 
 from harness import *
 
-sc = Sidecar(consumer_extra={"retry_delays_ms": [200], "max_attempts": 2})
+sc = Sidecar(consumer_extra={"retry_delays_ms": [200], "max_attempts": 2, "inspect_effects": [
+    {"table": "notification_job", "columns": ["order_id", "source_version", "status", "created_at"]}]})
 ok(sc.start(), "sidecar started")
 cfg = dict(sc.config, mysql={"url": os.environ["SC_TEST_MYSQL_ADMIN_URL"]})  # the operator's user
 
@@ -21,9 +22,9 @@ is_eq(info["outbox"]["status"], "PUBLISHED", "inspect: outbox status")
 ok(info["outbox"]["event_version"] == 1 and "lease_owner" in info["outbox"] and "published_at" in info["outbox"],
    "inspect: version, lease owner and published_at fields")
 is_eq([c["consumer"] for c in info["consumed"]], [sc.name], "inspect: the consumer's consumed_event row")
-is_eq(info["notification_job"]["order_id"], 5000, "inspect: the sample handler's effect")
+is_eq(info["effects"][0]["rows"][0]["order_id"], 5000, "inspect: the sample handler's effect (inspect_effects)")
 rc, out = run_sidecar_cmd(["inspect", eid], cfg)
-ok(rc == 0 and "consumed: by " + sc.name in out and "notification_job order 5000" in out, "inspect: readable text")
+ok(rc == 0 and "consumed: by " + sc.name in out and "notification_job (" + sc.name + "): order_id 5000" in out, "inspect: readable text")
 rc, out = run_sidecar_cmd(["inspect", str(uuid.uuid4())], cfg)
 ok(rc == 1 and "nothing is known" in out, "inspect an unknown id: exit 1")
 rc, out = run_sidecar_cmd(["inspect", "not-a-uuid"], cfg)

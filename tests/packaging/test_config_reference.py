@@ -5,20 +5,13 @@ knows appears once."""
 import os
 import subprocess
 import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sidecar = sys.argv[1]
-n = failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[:30]:
-            print("#   " + line)
 
 
 r = subprocess.run([sidecar, "help", "config"], capture_output=True, text=True)
@@ -41,5 +34,4 @@ keys = [l.split("|")[1].strip() for l in ref[2:]]
 ok(len(keys) == len(set(keys)) and len(keys) > 30, f"{len(keys)} keys, each once")
 ok(all(l.split("|")[3].strip() for l in ref[2:]), "every key has a description",
    "\n".join(l for l in ref[2:] if not l.split("|")[3].strip()))
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()

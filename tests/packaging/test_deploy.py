@@ -19,30 +19,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done, skip  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 build, sidecar = sys.argv[1], sys.argv[2]
 # The exposure `systemd-analyze security` gave the units when they were
 # written (1.1 on systemd 252); more means a hardening setting went missing.
 MAX_EXPOSURE = 1.5
-n = failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[-25:]:
-            print("#   " + line)
-    return cond
 
 
-def skip(label, why):
-    global n
-    n += 1
-    print(f"ok {n} - {label} # SKIP {why}", flush=True)
 
 
 def run(*cmd, **kw):
@@ -82,27 +70,34 @@ ok(src_sql == got_sql and "grants/consumer.sql" in got_sql, "share/sidecar/sql: 
 unitdir = opts.get("systemdunitdir") or os.path.join(prefix, "lib", "systemd", "system")
 units = {u: os.path.join(dest + unitdir, u) for u in ("sidecar-consume@.service", "sidecar-relay@.service")}
 ok(all(os.path.isfile(p) for p in units.values()), f"units in {unitdir}", units)
+purge_units = {u: os.path.join(dest + unitdir, u) for u in ("sidecar-purge@.service", "sidecar-purge@.timer")}
+ok(all(os.path.isfile(p) for p in purge_units.values()), f"the purge schedule's units in {unitdir}", purge_units)
 mandir = os.path.join(top, opts["mandir"])
 pages = {"sidecar.1": os.path.join(mandir, "man1", "sidecar.1"),
          "sidecar.json.5": os.path.join(mandir, "man5", "sidecar.json.5")}
 ok(all(os.path.isfile(p) for p in pages.values()), "man pages sidecar(1) and sidecar.json(5)", pages)
 exdir = os.path.join(top, opts["datadir"], "doc", "sidecar", "examples")
 examples = sorted(os.listdir(exdir)) if os.path.isdir(exdir) else []
-ok(examples == ["consume.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
+ok(examples == ["consume.json", "purge.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
 
 # The examples are valid configs: check gets past config and handlers and
 # fails only at connecting (exit 1, not 2), with unreachable URLs given.
 for e in examples:
     text = open(os.path.join(exdir, e)).read()
-    ok(os.path.join(prefix, libdir, "sidecar", "handlers") in text or "relay" in e,
-       f"{e} names the installed handler folder")
+    ok(os.path.join(prefix, libdir, "sidecar", "handlers") in text or e != "consume.json",
+       f"{e} names the installed handler folder" if e == "consume.json" else f"{e} needs no handler")
     cfg = os.path.join(dest, e)
     with open(cfg, "w") as f:
         f.write(text.replace(os.path.join(prefix, libdir, "sidecar", "handlers"), handlerdir))
     env = dict(os.environ, SIDECAR_AMQP_URL="amqp://u:p@127.0.0.1:1/%2f",
                SIDECAR_MYSQL_URL="mysql://u:p@127.0.0.1:1/app")
-    r = run(os.path.join(bindir, "sidecar"), "check", "-c", cfg, env=env, timeout=60)
-    ok(r.returncode == 1 and "bad config" not in r.stderr, f"{e}: a valid config (check fails only at connecting)",
+    if e == "purge.json":  # the purge unit's: no broker at all
+        env.pop("SIDECAR_AMQP_URL")
+        r = run(os.path.join(bindir, "sidecar"), "purge", "-c", cfg, "--older-than", "14d", "--dry-run",
+                env=env, timeout=60)
+    else:
+        r = run(os.path.join(bindir, "sidecar"), "check", "-c", cfg, env=env, timeout=60)
+    ok(r.returncode == 1 and "bad config" not in r.stderr, f"{e}: a valid config (it fails only at connecting)",
        r.stdout + r.stderr)
 
 # ---- the units -----------------------------------------------------------------
@@ -119,9 +114,21 @@ for u, t in texts.items():
     verb = "consume" if "consume" in u else "relay"
     ok(re.search(rf"^ExecStart={re.escape(os.path.join(prefix, opts['bindir']))}/sidecar {verb} -c \S+/%i\.json$", t, re.M),
        f"{u}: ExecStart runs `sidecar {verb} -c .../%i.json`")
+purge_texts = {u: open(p).read() for u, p in purge_units.items() if os.path.isfile(p)}
+purge_svc = purge_texts.get("sidecar-purge@.service", "")
+for want in ("Type=oneshot", "User=sidecar", "LoadCredential=mysql_url:", "Environment=SIDECAR_PURGE_OLDER_THAN="):
+    ok(re.search("^" + re.escape(want), purge_svc, re.M), f"sidecar-purge@.service: {want}")
+ok(re.search(rf"^ExecStart={re.escape(os.path.join(prefix, opts['bindir']))}/sidecar purge -c \S+/%i\.json "
+             r"--older-than \$\{SIDECAR_PURGE_OLDER_THAN\}$", purge_svc, re.M),
+   "sidecar-purge@.service: ExecStart runs `sidecar purge -c .../%i.json --older-than ...`")
+ok(not re.search(r"^LoadCredential=amqp_url", purge_svc, re.M), "sidecar-purge@.service: no broker credential")
+timer = purge_texts.get("sidecar-purge@.timer", "")
+ok(re.search(r"^OnCalendar=daily$", timer, re.M) and re.search(r"^Persistent=true$", timer, re.M),
+   "sidecar-purge@.timer: daily, a missed run caught up at boot")
 if len(texts) == 2:
-    hard = [t[t.index("# Hardening"):] if "# Hardening" in t else "" for t in texts.values()]
-    ok(hard[0] and hard[0] == hard[1], "both units carry the same hardening block")
+    hard = [t[t.index("# Hardening"):].split("[Install]")[0] if "# Hardening" in t else "" for t in
+            list(texts.values()) + [purge_svc]]
+    ok(hard[0] and hard[0] == hard[1] == hard[2], "the three units carry the same hardening block")
 
 analyze = shutil.which("systemd-analyze")
 if not analyze:
@@ -129,7 +136,9 @@ if not analyze:
 else:
     # verify wants ExecStart's binary to exist: point it at the scratch install.
     vdir = tempfile.mkdtemp(prefix="sc-units-")
-    for u, t in texts.items():
+    with open(os.path.join(vdir, "sidecar-purge@.timer"), "w") as f:
+        f.write(timer)
+    for u, t in list(texts.items()) + [("sidecar-purge@.service", purge_svc)]:
         with open(os.path.join(vdir, u), "w") as f:
             f.write(t.replace(os.path.join(prefix, opts["bindir"], "sidecar"), os.path.join(bindir, "sidecar")))
         inst = u.replace("@.", "@demo.")
@@ -146,6 +155,8 @@ else:
             if line.startswith("\u2717"):
                 parts = line.split()
                 print(f"#   not set: {parts[1]} ({parts[-1]})", flush=True)
+    r = run(analyze, "verify", "--man=no", os.path.join(vdir, "sidecar-purge@demo.timer"), cwd=vdir)
+    ok(r.returncode == 0 and not r.stderr.strip(), "systemd-analyze verify sidecar-purge@demo.timer", r.stdout + r.stderr)
 
 # ---- the man pages -------------------------------------------------------------
 groff = shutil.which("groff")
@@ -179,5 +190,4 @@ else:
     ok(keys and not missing, f"sidecar.json(5) has all {len(keys)} keys of `sidecar help config`", missing)
 
 shutil.rmtree(dest, ignore_errors=True)
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()

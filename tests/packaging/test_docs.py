@@ -23,20 +23,13 @@ import re
 import subprocess
 import sys
 import unicodedata
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIDECAR = sys.argv[1]
-n = failed = 0
 
 
-def ok(cond, label, problems=()):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for p in list(problems)[:40]:
-            print("#   " + p)
 
 
 # ---- what the repository and the binary know ----------------------------------
@@ -370,5 +363,4 @@ ok(not problems["files"], "every repository path the docs name exists", problems
 ok(not problems["keys"], "every config key the docs name is in `sidecar help config`", problems["keys"])
 ok(not problems["commands"], "every `sidecar` command line parses against `sidecar help`", problems["commands"])
 ok(not problems["words"], "no issue numbers or 'the seed' in the docs", problems["words"])
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()

@@ -8,20 +8,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-n = 0
-failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[-20:]:
-            print("#   " + line)
 
 
 tracked = subprocess.run(["git", "-C", root, "ls-files", "--", "erl_crash.dump", "*/erl_crash.dump"],
@@ -58,5 +50,4 @@ r = subprocess.run(["meson", "setup", build, root, "-Dtests=true"], capture_outp
 ok(r.returncode == 0, "meson setup -Dtests=true succeeds without docker-compose", r.stdout + r.stderr)
 shutil.rmtree(build, ignore_errors=True)
 shutil.rmtree(shadow, ignore_errors=True)
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+done()

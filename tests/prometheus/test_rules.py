@@ -18,22 +18,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import dashboard_queries  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import ok, done  # noqa: E402
 
 RULES = os.path.join(ROOT, "deploy", "prometheus", "sidecar-rules.yml")
 QUERIES = os.path.join(ROOT, "deploy", "prometheus", "sidecar-dashboard-queries.yml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "sidecar-dashboard.json")
-n = failed = 0
 
 
-def ok(cond, label, detail=""):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {label}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[-40:]:
-            print("#   " + line)
-    return cond
 
 
 def promtool(*args, cwd=None):
@@ -136,5 +128,25 @@ ok(len(alerts) >= 10 and not untested, f"each of the {len(alerts)} alerts has a 
 undocumented = [a for a in alerts if f"`{a}`" not in ops]
 ok(not undocumented, "each alert is explained in docs/operations.md", ", ".join(undocumented))
 
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+# Every metric the code exports has a row in docs/operations.md's table of
+# meanings, and every alert a row names is a rule.
+table = ops[ops.index("### What each metric means, and its alert"):]
+table = table[:table.index("\n\n", table.index("| metric |"))]
+rows = {}
+for line in table.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    m = re.fullmatch(r"`([a-z_]+)`", cells[0]) if cells else None
+    if m and len(cells) == 3:
+        rows[m.group(1)] = cells[2]
+missing = sorted(m for m in exported if m not in rows)
+ok(not missing and len(rows) >= 30, f"each of the {len(exported)} exported metrics has a row in docs/operations.md's table",
+   "no row: " + ", ".join(missing))
+extra = sorted(m for m in rows if m not in exported)
+ok(not extra, "every metric of that table is exported", ", ".join(extra))
+named_alerts = {a for cell in rows.values() for a in re.findall(r"`(Sidecar\w+)`", cell)}
+bad = sorted(named_alerts - set(alerts))
+ok(named_alerts and not bad, f"the {len(named_alerts)} alerts the table names are rules", ", ".join(bad))
+unread = sorted(set(alerts) - named_alerts)
+ok(not unread, "every rule appears beside a metric it reads", ", ".join(unread))
+
+done()

@@ -308,5 +308,39 @@ int main(void)
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\","
             "\"envelope\":\"plain\",\"plain_source\":\"\"}]}", "consumers[0].plain_source: expected a non-empty string",
             "an empty plain_source");
+    /* inspect_effects: every name a plain identifier, refused by its key. */
+#define EFFECT(x) "{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"p\",\"handler\":\"x.so\"," \
+                  "\"inspect_effects\":[" x "]}]}"
+    ok(parse(EFFECT("{\"table\":\"notification_job\",\"columns\":[\"order_id\",\"status\"]},"
+                    "{\"table\":\"T_2\",\"event_id_column\":\"ev\",\"columns\":\"n\"}"), &c, err, 0) == 0 &&
+           c.consumers[0].n_inspect_effects == 2 &&
+           strcmp(c.consumers[0].inspect_effects[0].event_id_column, "event_id") == 0 &&
+           c.consumers[0].inspect_effects[0].n_columns == 2 &&
+           strcmp(c.consumers[0].inspect_effects[1].event_id_column, "ev") == 0 &&
+           strcmp(c.consumers[0].inspect_effects[1].columns[0], "n") == 0,
+       "inspect_effects: event_id_column defaults to event_id, columns one or many (%s)", err);
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[" CONSUMER "]}", &c, err, 0) == 0 &&
+           c.consumers[0].n_inspect_effects == 0, "no inspect_effects: none");
+    sc_config_free(&c);
+    refused(EFFECT("{\"table\":\"a`b\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].table: \"a`b\" is not a plain SQL identifier", "a backtick in a table");
+    refused(EFFECT("{\"table\":\"t\",\"columns\":[\"x\",\"y) FROM mysql.user -- \"]}"),
+            "consumers[0].inspect_effects[0].columns[1]: ", "SQL in a column name");
+    refused(EFFECT("{\"table\":\"t\",\"event_id_column\":\"a b\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].event_id_column: ", "a space in event_id_column");
+    refused(EFFECT("{\"table\":\"app.t\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].table: ", "a qualified table name");
+    refused(EFFECT("{\"table\":\"123\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].table: ", "a table name of digits only");
+    refused(EFFECT("{\"table\":\"t\\u00e9\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].table: ", "a non-ASCII letter");
+    refused(EFFECT("{\"table\":\"t1234567890123456789012345678901234567890123456789012345678901234\",\"columns\":[\"x\"]}"),
+            "consumers[0].inspect_effects[0].table: ", "a 65-character table name");
+    refused(EFFECT("{\"table\":\"t\"}"), "consumers[0].inspect_effects[0].columns: required",
+            "columns is required");
+    refused(EFFECT("{\"table\":\"t\",\"columns\":[],\"x\":1}"), "consumers[0].inspect_effects[0].x: unknown key",
+            "an unknown key in an effect");
+#undef EFFECT
     return done();
 }

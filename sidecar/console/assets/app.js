@@ -377,9 +377,13 @@
       const rows = Object.entries(r.consumed || {}).map(([name, at]) =>
         [name, at ? `consumed at ${at}` : 'not consumed']);
       out.append(rows.length ? kv(rows) : el('p', {}, 'no consumer known'));
-      if (r.notification_job) {
-        const j = r.notification_job;
-        out.append(el('h3', {}, 'Effect'), kv([['notification_job', `order ${j.order_id} v${j.source_version} ${j.status} at ${j.created_at}`]]));
+      // each consumer's effect, where its inspect_effects names it
+      for (const x of r.effects || []) {
+        out.append(el('h3', {}, `Effect: ${x.table} (${x.consumer})`));
+        if (x.error) out.append(el('p', {class: 'no'}, `not read: mysql error ${x.error.code}: ${x.error.message}`));
+        else if (!x.rows.length) out.append(el('p', {}, `no ${x.table} row`));
+        for (const row of x.rows || []) out.append(kv(Object.entries(row).map(([k, v]) => [k, v === null ? 'NULL' : String(v)])));
+        if (x.more) out.append(el('p', {class: 'muted'}, 'more rows than those shown'));
       }
     }
     const dl = el('div', {}, el('h3', {}, 'In dead-letter queues'), el('p', {class: 'muted'}, 'looking…'));
