@@ -58,11 +58,13 @@ struct table {
 #define CON(m) offsetof(struct sc_consumer_config, m)
 #define REL(m) offsetof(struct sc_relay_config, m)
 #define BND(m) offsetof(struct sc_binding, m)
+#define ORD(m) offsetof(struct sc_ordering_config, m)
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
+static const char *const on_dead_letters[] = {"hold", "skip", NULL};
 
 static const struct field amqp_fields[] = {
     {.key = "url", .type = F_STR_LIST, .off = CFG(amqp_urls), .count_off = CFG(n_amqp_urls), .def_doc = "required",
@@ -116,6 +118,23 @@ static const struct field binding_fields[] = {
      .help = "binding key"},
 };
 static const struct table binding_table = {binding_fields, N(binding_fields), sizeof(struct sc_binding)};
+
+static const struct field ordering_fields[] = {
+    {.key = "key", .type = F_STR, .off = ORD(key), .required = 1, .def_doc = "required",
+     .help = "what orders: `subject`, or `data/<JSON Pointer>` (`data/order/id`: RFC 6901 into "
+             "`data`); events of one key take effect in arrival order, other keys in parallel "
+             "([contract.md](contract.md#per-key-order))"},
+    {.key = "partitions", .type = F_INT, .off = ORD(partitions), .min = 1, .max = SC_PARTITIONS_MAX,
+     .def_int = 1,
+     .help = "1: the queue itself, single active consumer; N: queues `<queue>.p0` … spread by "
+             "header `x-ordering-key` through the consistent-hash exchange `<queue>.ordering`"},
+    {.key = "on_dead_letter", .type = F_STR, .off = ORD(on_dead_letter), .def_str = "hold",
+     .choices = on_dead_letters,
+     .help = "`hold`: a dead-lettered event holds its key (later events dead-lettered `held "
+             "behind <event_id>` until `sidecar dlq replay --key`); `skip`: only the event"},
+};
+static const struct table ordering_table = {ordering_fields, N(ordering_fields),
+                                            sizeof(struct sc_ordering_config)};
 
 static const struct field consumer_fields[] = {
     {.key = "name", .type = F_STR, .off = CON(name), .required = 1, .def_doc = "required",
@@ -171,6 +190,10 @@ static const struct field consumer_fields[] = {
     {.key = "plain_subject", .type = F_STR, .off = CON(plain_subject), .def_doc = "none",
      .help = "`envelope` `plain` only: an RFC 6901 JSON Pointer into the body (`/order/id`) "
              "whose string or number is the `subject`"},
+    {.key = "ordering", .type = F_OBJ, .off = CON(ordering), .sub = &ordering_table,
+     .def_doc = "none (no order kept)",
+     .help = "`{key, partitions, on_dead_letter}`: per-key order, retries in place "
+             "([contract.md](contract.md#per-key-order))"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};
@@ -699,6 +722,21 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
             return fail(err, err_len, "consumers[%zu].plain_subject: \"%s\" is not an RFC 6901 "
                         "JSON Pointer (\"\" or \"/a/b\", with ~0 for ~ and ~1 for /)", i,
                         k->plain_subject);
+        if (k->ordering.present) {
+            const char *key = k->ordering.key;
+            if (strcmp(key, "subject") != 0 &&
+                (strncmp(key, "data/", 5) != 0 || !sc_json_pointer_valid(key + 4)))
+                return fail(err, err_len, "consumers[%zu].ordering.key: \"%s\" is neither "
+                            "\"subject\" nor \"data/<JSON Pointer>\" (\"data/order/id\", with ~0 "
+                            "for ~ and ~1 for /)", i, key);
+            /* A partition queue is consumed by one worker (single active
+             * consumer per queue): more workers than queues would idle. */
+            if (k->workers > k->ordering.partitions)
+                return fail(err, err_len, "consumers[%zu].workers: %d is more than "
+                            "ordering.partitions (%d): each partition queue has one active "
+                            "consumer, the other workers would only wait", i, k->workers,
+                            k->ordering.partitions);
+        }
     }
     return 0;
 }

@@ -9,10 +9,20 @@
 /* The most deliveries in one consumer transaction and rows in one relay
  * claim (the bound of consumers[].batch_max and relay.batch). */
 #define SC_BATCH_LIMIT 1000
+/* The most partition queues of an ordered consumer. */
+#define SC_PARTITIONS_MAX 64
 
 struct sc_binding {
     char *exchange;
     char *routing_key;
+};
+
+/* consumers[].ordering: present = per-key order (consume/order.c). */
+struct sc_ordering_config {
+    int present;
+    char *key;                 /* "subject" or "data/<RFC 6901 pointer>" */
+    int partitions;            /* queues spread by the consistent-hash exchange */
+    char *on_dead_letter;      /* "hold" or "skip" */
 };
 
 struct sc_consumer_config {
@@ -35,6 +45,7 @@ struct sc_consumer_config {
     char *envelope;            /* "cloudevents" (structured, binary, batch) or "plain" */
     char *plain_source;        /* plain: the source attribute (NULL: the exchange) */
     char *plain_subject;       /* plain: RFC 6901 pointer into the body for subject, or NULL */
+    struct sc_ordering_config ordering;
 };
 
 struct sc_relay_config {
