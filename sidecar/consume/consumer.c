@@ -31,7 +31,7 @@
  * the session again (db_outage_hold_ms at most, counted from the first
  * loss) and runs the same batch on it, every delivery still in hand: no
  * nack, so no x-delivery-count spent on an outage. */
-static enum next process_holding(struct worker *w, struct delivery *dls, int n)
+enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n)
 {
     enum next next = sc_batch_process(w, dls, n);
     if (next == NEXT_DB_HOLD)
@@ -148,7 +148,7 @@ static long consume_loop(struct worker *w, struct delivery *dls)
         if (closed)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err); /* all requeued */
         else
-            next = process_holding(w, dls, n);
+            next = sc_consume_batch(w, dls, n);
         sc_batch_release(w);
         for (int i = 0; i < n; i++)
             amqp_destroy_envelope(&dls[i].env);
@@ -174,7 +174,7 @@ static void *worker_main(void *arg)
         unsigned code = 0;
         int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
-            handled = consume_loop(w, w->dls);
+            handled = w->c->k->ordering.present ? sc_consume_ordered(w) : consume_loop(w, w->dls);
         /* Closing the channel returns every unacked delivery to the queue. */
         sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that

@@ -67,6 +67,13 @@ struct item;
 struct delivery {
     amqp_envelope_t env;
     int64_t received_us;
+    /* An ordered consumer's loop sets these before the batch: */
+    int in_place;         /* attempts it already spent in hand (retries in place) */
+    const char *unkeyed;  /* no ordering key: dead-lettered with this reason, never run */
+    /* and the batch sets these for it: kept in hand (neither acked nor
+     * returned) to run again after again_ms; spent when that counts as an
+     * attempt (a retry), not when it had no outcome (it simply runs again). */
+    int kept, again_ms, spent;
     int attempt;
     enum sc_message_mode mode;
     struct item *items; /* its events, consecutive in the batch's item array */
@@ -127,6 +134,20 @@ struct worker {
  * dls[0..n). With NEXT_DB_HOLD the caller makes a new database session and
  * calls it again with the same deliveries (w->holding set). */
 enum next sc_batch_process(struct worker *w, struct delivery *dls, int n);
+
+/* consumer.c: runs the batch; while its database session is gone before
+ * COMMIT, makes the session again and runs the same batch on it (the
+ * deliveries kept in hand). */
+enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n);
+
+/* ordered.c: an ordered consumer's loop (consume/order.h) until a
+ * connection fails or a stop is requested. Returns the deliveries handled. */
+long sc_consume_ordered(struct worker *w);
+
+/* worker.c: how many queues the worker consumes (an ordered consumer's
+ * partitions are shared out among its workers), and the i-th of them. */
+int sc_worker_queues(const struct worker *w);
+void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len);
 
 /* batch_begin.c: forgets the batch's state (parsed events) once its
  * deliveries are gone. */
