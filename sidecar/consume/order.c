@@ -110,7 +110,8 @@ int sc_order_init(struct sc_order *o, int cap)
         o->seen_cap *= 2;
     o->slots = calloc((size_t)cap, sizeof *o->slots);
     o->seen = malloc((size_t)o->seen_cap * sizeof *o->seen);
-    if (!o->slots || !o->seen) {
+    o->versions = calloc(SC_ORDER_VERSIONS, sizeof *o->versions);
+    if (!o->slots || !o->seen || !o->versions) {
         sc_order_free(o);
         return -1;
     }
@@ -121,6 +122,7 @@ void sc_order_free(struct sc_order *o)
 {
     free(o->slots);
     free(o->seen);
+    free(o->versions);
     memset(o, 0, sizeof *o);
 }
 
@@ -204,4 +206,17 @@ void sc_order_after(struct sc_order *o, const int *idx, const struct delivery *d
         drop(&s->env);
         sc_order_remove(o, idx[j]);
     }
+}
+
+int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t *last)
+{
+    hash |= 1; /* never 0, the empty mark */
+    struct sc_order_version *v = &o->versions[hash % SC_ORDER_VERSIONS];
+    int known = v->hash == hash, rc = 0;
+    *last = known ? v->version : 0;
+    if (known && version != v->version + 1)
+        rc = version > v->version ? 1 : -1;
+    v->hash = hash;
+    v->version = version;
+    return rc;
 }

@@ -48,13 +48,29 @@ struct sc_order_slot {
     int64_t due_ms;         /* not before (an in-place retry's delay) */
 };
 
+/* The last eventversion applied per key, for the most recent keys: a
+ * direct-mapped table by the key's 64-bit hash (a key whose entry another
+ * took is simply not checked next time). */
+#define SC_ORDER_VERSIONS 4096
+struct sc_order_version {
+    uint64_t hash;          /* 0: empty */
+    int64_t version;
+};
+
 /* The deliveries in hand, oldest first. */
 struct sc_order {
     struct sc_order_slot *slots;
     int n, cap;
     int *seen;              /* pick()'s hash set of keys: seen_cap slot indexes, -1 empty */
     int seen_cap;
+    struct sc_order_version *versions; /* SC_ORDER_VERSIONS */
 };
+
+/* An event of key hash was applied with this eventversion: 0 when it is
+ * the key's last + 1 or the key is not remembered, 1 for a gap (higher),
+ * -1 for a regression (not higher); *last gets the version remembered.
+ * Either way the key now remembers this one. */
+int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t *last);
 
 /* Room for cap deliveries. Returns 0, or -1 (out of memory). */
 int sc_order_init(struct sc_order *o, int cap);

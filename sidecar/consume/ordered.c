@@ -58,6 +58,31 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
     return 0;
 }
 
+/* eventversion per key: an applied event whose version is not its key's
+ * last + 1 is logged and counted (it was applied all the same: the
+ * arrival order is what the consumer keeps; the version tells whether the
+ * producer's order agreed). */
+static void check_versions(struct worker *w, struct sc_order *o, const int *idx, int n)
+{
+    for (int j = 0; j < n; j++) {
+        const struct delivery *d = &w->dls[j];
+        const struct sc_order_slot *s = &o->slots[idx[j]];
+        if (d->kept || d->n_items != 1 || s->kind != SC_ORDER_KEYED)
+            continue;
+        struct item *it = &d->items[0];
+        if (it->d != D_APPLIED || !it->parsed || !it->ev.ev.has_eventversion)
+            continue;
+        int64_t last, v = it->ev.ev.eventversion;
+        int rc = sc_order_version(o, s->hash, v, &last);
+        if (rc == 0)
+            continue;
+        atomic_fetch_add(&w->c->m.version_breaks[rc < 0], 1);
+        sc_log(SC_LOG_WARN, &it->lf, "eventversion %lld of key '%.100s' applied after %lld: %s "
+               "(applied in arrival order, counted in sidecar_consumer_version_breaks_total)",
+               (long long)v, s->key, (long long)last, rc > 0 ? "a gap" : "a regression");
+    }
+}
+
 long sc_consume_ordered(struct worker *w)
 {
     const struct sc_consumer_config *k = w->c->k;
@@ -103,6 +128,7 @@ long sc_consume_ordered(struct worker *w)
         }
         sc_order_batch(&o, idx, n, w->dls);
         enum next next = sc_consume_batch(w, w->dls, n);
+        check_versions(w, &o, idx, n);
         sc_batch_release(w);
         handled += n;
         if (next == NEXT_RESET)

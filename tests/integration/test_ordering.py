@@ -23,7 +23,7 @@ block = os.path.join(tempfile.mkdtemp(prefix="sc-order-"), "block")
 ENV = {"SC_TEST_BLOCK_FILE": block}
 
 
-def ordered_consumer(name=None, partitions=2, workers=2, prefetch=64, on_dead_letter="hold",
+def ordered_consumer(name=None, partitions=2, workers=2, prefetch=64, on_dead_letter="skip",
                      max_attempts=1000):
     return Sidecar(name=name, handler=TEST_HANDLER, env=ENV, consumer_extra={
         "workers": workers, "prefetch": prefetch, "max_attempts": max_attempts,
@@ -33,10 +33,11 @@ def ordered_consumer(name=None, partitions=2, workers=2, prefetch=64, on_dead_le
 
 
 def publish_versions(exchange, keys, versions, etype=lambda k, v: "ORDERED", pace_s=0.0,
-                     header=True):
+                     header=True, sent=None):
     """Every key's versions 1..versions, interleaved across keys (version
-    by version). Returns {event_id: (key, version)}."""
-    sent = {}
+    by version). Returns {event_id: (key, version)}, filled as it goes into
+    sent when given."""
+    sent = {} if sent is None else sent
     conn = amqp()
     ch = conn.channel()
     ch.confirm_delivery()
@@ -132,13 +133,14 @@ waiting = [l for l in cons.splitlines() if l.startswith(sc.queue + ".p") and l.e
 ok(len(waiting) == 2, "its workers wait (single active consumer: not active)", cons)
 keys2 = [f"f{i}" for i in range(30)]
 stream = {}
-pub = threading.Thread(target=lambda: stream.update(
-    publish_versions(sc.exchange, keys2, 20, pace_s=0.004)))
+pub = threading.Thread(target=lambda: publish_versions(sc.exchange, keys2, 20, pace_s=0.004,
+                                                      sent=stream))
 pub.start()
-wait_until(lambda: len(seen(stream)) >= 150, timeout=60)
+wait_until(lambda: len(seen(dict(stream))) >= 150, timeout=60)
 killed_at = time.time()
 sc.kill9()
 pub.join()
+ok(len(stream) == 600, "600 events published, the kill in the middle")
 ok(wait_until(lambda: len(seen(stream)) >= len(stream), timeout=90),
    f"after kill -9 of the active consumer the standby applies the rest "
    f"({len(seen(stream))} of {len(stream)})")
@@ -147,9 +149,14 @@ ok(not problems, "30 keys x 20 versions across the failover: strictly in order, 
    "none doubled", problems)
 rows = seen(stream)
 gaps = [(b[4] - a[4]).total_seconds() for a, b in zip(rows, rows[1:])]
-diag(f"failover: the longest pause between two applied events {max(gaps):.3f} s "
-     f"(publishing every 4 ms; killed {killed_at:.3f})")
 took = [l for l in standby.lines() if l.get("outcome") == "applied"]
+by_standby = {l.get("event_id") for l in took}
+last_killed = max((r[4] for r in rows if r[1] not in by_standby), default=None)
+first_standby = min((r[4] for r in rows if r[1] in by_standby), default=None)
+if last_killed and first_standby:
+    diag(f"failover: {(first_standby - last_killed).total_seconds():.3f} s from the killed "
+         f"consumer's last effect to the standby's first; the longest pause between two effects "
+         f"{max(gaps):.3f} s (publishing one event every 4 ms plus its confirm)")
 ok(len(took) > 0 and len(seen(stream)) - len(took) >= 150,
    f"the killed one applied {len(seen(stream)) - len(took)}, the standby the other {len(took)}")
 dups = [l for l in standby.lines() if l.get("outcome") == "duplicate"]
@@ -196,6 +203,27 @@ dead = drain(skip.dlq)
 reasons = sorted((p.headers or {}).get("x-sidecar-reason", "") for p, _ in dead)
 ok(any(r.startswith("no ordering key") for r in reasons),
    "the event without a subject is dead-lettered: no ordering key", reasons)
+# eventversion per key: a gap and a regression are applied, logged and counted.
+vv = {}
+conn = amqp()
+ch = conn.channel()
+ch.confirm_delivery()
+for v in (1, 2, 4, 3):
+    eid = str(uuid.uuid4())
+    vv[eid] = ("v", v)
+    publish(ch, skip.exchange, "ORDERED", event_body(eid, etype="ORDERED", subject="v", version=v),
+            message_id=eid)
+conn.close()
+ok(wait_until(lambda: len(seen(vv)) == 4, timeout=30), "versions 1, 2, 4, 3 of one key applied")
+ok([r[3] for r in seen(vv)] == [1, 2, 4, 3], "in arrival order")
+port = skip.http_port()
+gap = metric_sum(port, r'^sidecar_consumer_version_breaks_total\{[^}]*kind="gap"\} (\d+)$')
+reg = metric_sum(port, r'^sidecar_consumer_version_breaks_total\{[^}]*kind="regression"\} (\d+)$')
+warned = [l for l in skip.lines() if "eventversion" in l.get("msg", "")]
+ok(gap == 2 and reg == 1 and len(warned) == 3,
+   f"gaps (key v: 4 after 2; key s: 3 after 1, its 2 skipped) and one regression (3 after 4) "
+   f"counted ({gap}, {reg}) and logged",
+   [l["msg"] for l in warned])
 skip.stop()
 sc.stop()
 done()

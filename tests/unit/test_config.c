@@ -314,11 +314,10 @@ int main(void)
        "no ordering section: no order kept");
     sc_config_free(&c);
     ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
-             "\"ordering\":{\"key\":\"subject\"}}]}", &c, err, 0) == 0 &&
+             "\"ordering\":{\"key\":\"subject\",\"on_dead_letter\":\"skip\"}}]}", &c, err, 0) == 0 &&
            c.consumers[0].ordering.present && strcmp(c.consumers[0].ordering.key, "subject") == 0 &&
-           c.consumers[0].ordering.partitions == 1 &&
-           strcmp(c.consumers[0].ordering.on_dead_letter, "hold") == 0,
-       "ordering by subject: one partition, hold by default (%s)", err);
+           c.consumers[0].ordering.partitions == 1,
+       "ordering by subject: one partition (%s)", err);
     sc_config_free(&c);
     ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
              "\"workers\":2,\"ordering\":{\"key\":\"data/order/id\",\"partitions\":4,"
@@ -327,6 +326,10 @@ int main(void)
            strcmp(c.consumers[0].ordering.on_dead_letter, "skip") == 0,
        "ordering by a data pointer, 4 partitions, skip (%s)", err);
     sc_config_free(&c);
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{\"key\":\"subject\"}}]}",
+            "consumers[0].ordering.on_dead_letter: \"hold\" (the default) is not available",
+            "hold, the default, is refused while it is not built");
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
             "\"ordering\":{\"key\":\"aggregate\"}}]}",
             "consumers[0].ordering.key: \"aggregate\" is neither", "an ordering key of no kind");
@@ -342,7 +345,8 @@ int main(void)
             "\"ordering\":{\"key\":\"subject\",\"partitions\":0}}]}",
             "consumers[0].ordering.partitions", "zero partitions");
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
-            "\"workers\":3,\"ordering\":{\"key\":\"subject\",\"partitions\":2}}]}",
+            "\"workers\":3,\"ordering\":{\"key\":\"subject\",\"partitions\":2,"
+            "\"on_dead_letter\":\"skip\"}}]}",
             "consumers[0].workers: 3 is more than ordering.partitions (2)",
             "more workers than partition queues");
     return done();

@@ -80,6 +80,16 @@ int main(void)
     for (int i = 0; i < 2; i++)
         slot(&o, "x", 0);
     ok(o.n == 7 && sc_order_add(&o) && !sc_order_add(&o), "the set holds cap deliveries, no more");
+    int64_t last;
+    uint64_t h = sc_order_hash("v");
+    int r1 = sc_order_version(&o, h, 1, &last), r2 = sc_order_version(&o, h, 2, &last);
+    int r4 = sc_order_version(&o, h, 4, &last);
+    int64_t after4 = last;
+    int r3 = sc_order_version(&o, h, 3, &last);
+    ok(r1 == 0 && r2 == 0 && r4 == 1 && after4 == 2 && r3 == -1 && last == 4,
+       "eventversion per key: 1, 2 in order, 4 a gap after 2, 3 a regression after 4");
+    ok(sc_order_version(&o, sc_order_hash("w"), 7, &last) == 0,
+       "a key not remembered is not checked");
     sc_order_free(&o);
     return done();
 }
