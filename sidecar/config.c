@@ -130,9 +130,9 @@ static const struct field ordering_fields[] = {
              "header `x-ordering-key` through the consistent-hash exchange `<queue>.ordering`"},
     {.key = "on_dead_letter", .type = F_STR, .off = ORD(on_dead_letter), .def_str = "hold",
      .choices = on_dead_letters,
-     .help = "`skip`: only the failing event is dead-lettered, the later ones of its key go on; "
-             "`hold` (later events dead-lettered `held behind <event_id>`) is not available in "
-             "this version and refused"},
+     .help = "`hold`: a dead-lettered event holds its key (later events dead-lettered `held "
+             "behind <event_id>` until `sidecar dlq replay --key`; table `consumer_held_key`); "
+             "`skip`: only the failing event"},
 };
 static const struct table ordering_table = {ordering_fields, N(ordering_fields),
                                             sizeof(struct sc_ordering_config)};
@@ -730,14 +730,6 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
                 return fail(err, err_len, "consumers[%zu].ordering.key: \"%s\" is neither "
                             "\"subject\" nor \"data/<JSON Pointer>\" (\"data/order/id\", with ~0 "
                             "for ~ and ~1 for /)", i, key);
-            /* Holding a key needs its record in the database and a replay
-             * that releases it; until they exist, refused rather than
-             * quietly skipped. */
-            if (strcmp(k->ordering.on_dead_letter, "hold") == 0)
-                return fail(err, err_len, "consumers[%zu].ordering.on_dead_letter: \"hold\" (the "
-                            "default) is not available in this version: set \"skip\" (a "
-                            "dead-lettered event does not hold back the later ones of its key)",
-                            i);
             /* A partition queue is consumed by one worker (single active
              * consumer per queue): more workers than queues would idle. */
             if (k->workers > k->ordering.partitions)

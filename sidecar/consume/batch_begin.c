@@ -109,11 +109,11 @@ static void delivery_begin(struct worker *w, struct delivery *d)
     d->items = &w->items[w->n_items];
     d->n_items = 0;
     d->kept = d->again_ms = d->spent = 0;
-    if (d->unkeyed) {
+    if (d->refused) {
         /* Never run: an ordered consumer cannot tell where it belongs. */
         struct item *it = item_add(w, d, -1);
         dead_before(it, 1);
-        snprintf(it->why, sizeof it->why, "%s", d->unkeyed);
+        snprintf(it->why, sizeof it->why, "%s", d->refused);
         sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
         return;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "consume/batch_core.h"
+#include "consume/held.h"
 
 /* A retry at max_attempts: dead instead, the reason saying so. */
 static void exhausted(const struct sc_consumer_config *k, struct item *it)
@@ -132,7 +133,7 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
                                 int64_t committed_us)
 {
     const struct sc_consumer_config *k = w->c->k;
-    int failed = 0, copies_ok = 1;
+    int failed = 0, copies_ok = 1, hold = sc_held_mode(k), db_failed = 0;
     for (int j = 0; j < n; j++) {
         struct delivery *d = &dls[j];
         d->kept = d->again_ms = d->spent = 0;
@@ -171,18 +172,39 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
             if (it->d != D_DEAD)
                 continue;
             w->io->keep_alive(w);
+            struct sc_db_err e = {0};
+            /* The hold stands before its dead letter is acked: every later
+             * event of the key, here or in another instance, is held. */
+            if (hold && d->key &&
+                w->io->held_hold(w, d->key, d->event_id, d->replayed, &it->hold_seq, &e)) {
+                sc_log(SC_LOG_WARN, &it->lf, "could not record that key '%.100s' is held (error "
+                       "%u: %s): kept in hand, runs again on a new session", d->key, e.code,
+                       e.msg);
+                d->kept = 1;
+                db_failed = 1;
+                d->again_ms = 1000;
+                break;
+            }
             if (w->io->publish_dead(w, it, it->why) != 0)
                 copies_ok = 0; /* left unacked: the reset returns it and what follows */
             else
                 it->republished = 1;
         }
-        if (!copies_ok || !all_settled(d))
+        if (d->kept || !copies_ok || !all_settled(d))
             continue;
         failed |= w->io->ack(w, d->env.delivery_tag, 0) != 0;
         for (int i = 0; i < d->n_items; i++)
             log_outcome(w, &d->items[i], committed_us);
+        /* The replay's last event applied: the key goes free (unless an
+         * event came during the replay). Failing here, the next event of
+         * the key releases it. */
+        struct sc_db_err e = {0};
+        if (hold && d->replayed && d->key && d->n_items == 1 && d->items[0].d != D_DEAD &&
+            w->io->held_release(w, d->key, d->event_id, &e))
+            sc_log(SC_LOG_WARN, &d->items[0].lf, "releasing key '%.100s' after its replay failed "
+                   "(error %u: %s): its next event releases it", d->key, e.code, e.msg);
     }
-    return failed || !copies_ok ? NEXT_RESET : NEXT_CONTINUE;
+    return failed || !copies_ok ? NEXT_RESET : db_failed ? NEXT_DB_LOST : NEXT_CONTINUE;
 }
 
 /* Republishes what goes to a delay queue or the DLQ — a batch member as a

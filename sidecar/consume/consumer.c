@@ -21,6 +21,7 @@
 #include "notify.h"
 #include "plugin.h"
 #include "consume/batch_io.h"
+#include "consume/held.h"
 #include "consume/worker.h"
 
 #define RECEIVE_POLL_MS 200
@@ -231,7 +232,11 @@ int sc_consume_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: consumers: at least one consumer is required to consume\n");
         return 2;
     }
-    if (sc_schema_startup(cfg, SC_SCHEMA_CONSUMER))
+    int parts = SC_SCHEMA_CONSUMER;
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        if (sc_held_mode(&cfg->consumers[i]))
+            parts |= SC_SCHEMA_HOLD;
+    if (sc_schema_startup(cfg, parts))
         return 2;
     struct consumer *cs = calloc(cfg->n_consumers, sizeof *cs);
     if (!cs)

@@ -52,6 +52,14 @@ static int key_from_data(const char *data, size_t len, const char *p, char *key,
 enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_envelope_t *env,
                                 char *key, size_t key_cap, char *why, size_t why_len)
 {
+    char id[37];
+    return sc_order_key_id(k, env, key, key_cap, id, why, why_len);
+}
+
+enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                   char *key, size_t key_cap, char *id, char *why, size_t why_len)
+{
+    id[0] = 0;
     /* The envelope is read here once more than the batch reads it: the key
      * decides which batch the delivery may join, before any batch exists. */
     const struct sc_message m = {.props = &env->message.properties, .body = env->message.body,
@@ -88,6 +96,8 @@ enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_e
                            ? SC_ORDER_UNKEYED
                            : SC_ORDER_KEYED;
             }
+            if (kind == SC_ORDER_KEYED)
+                snprintf(id, 37, "%s", ev.ev.id);
             sc_event_free(&ev);
         }
     }
@@ -97,8 +107,16 @@ enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_e
 
 void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot *s)
 {
-    s->kind = sc_order_key(k, &s->env, s->key, sizeof s->key, s->why, sizeof s->why);
+    s->kind = sc_order_key_id(k, &s->env, s->key, sizeof s->key, s->id, s->why, sizeof s->why);
     s->hash = s->kind == SC_ORDER_KEYED ? sc_order_hash(s->key) : 0;
+    const amqp_basic_properties_t *p = &s->env.message.properties;
+    s->replayed = 0;
+    if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
+        for (int i = 0; i < p->headers.num_entries; i++) {
+            amqp_bytes_t name = p->headers.entries[i].key;
+            s->replayed |= name.len == strlen(SC_H_REPLAY_KEY) &&
+                           memcmp(name.bytes, SC_H_REPLAY_KEY, name.len) == 0;
+        }
 }
 
 int sc_order_init(struct sc_order *o, int cap)
@@ -188,7 +206,10 @@ void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct deli
         dls[j].env = s->env;
         dls[j].received_us = s->received_us;
         dls[j].in_place = s->in_place;
-        dls[j].unkeyed = s->kind == SC_ORDER_UNKEYED ? s->why : NULL;
+        dls[j].refused = s->kind == SC_ORDER_UNKEYED ? s->why : NULL;
+        dls[j].key = s->kind == SC_ORDER_KEYED ? s->key : NULL;
+        dls[j].event_id = s->kind == SC_ORDER_KEYED ? s->id : NULL;
+        dls[j].replayed = s->replayed;
     }
 }
 

@@ -36,6 +36,15 @@ enum sc_order_kind {
 enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_envelope_t *env,
                                 char *key, size_t key_cap, char *why, size_t why_len);
 
+/* The same, with the event's id (id: 37 bytes) when keyed. */
+enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                   char *key, size_t key_cap, char *id, char *why, size_t why_len);
+
+/* The header `sidecar dlq replay --key` puts on its copies (the key), and the
+ * one numbering a key's dead letters in arrival order while it is held. */
+#define SC_H_REPLAY_KEY "x-sidecar-replay-key"
+#define SC_H_HOLD_SEQ "x-sidecar-hold-seq"
+
 /* One delivery in hand. */
 struct sc_order_slot {
     amqp_envelope_t env;
@@ -44,6 +53,8 @@ struct sc_order_slot {
     uint64_t hash;          /* of key */
     char key[SC_ORDER_KEY_MAX + 1];
     char why[256];          /* SC_ORDER_UNKEYED */
+    char id[37];            /* SC_ORDER_KEYED: its event's id */
+    int replayed;           /* it carries x-sidecar-replay-key (sidecar dlq replay --key) */
     int in_place;           /* attempts it spent in hand (retries in place) */
     int64_t due_ms;         /* not before (an in-place retry's delay) */
 };

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "consume/held.h"
 #include "consume/order.h"
 #include "consume/worker.h"
 #include "lifecycle.h"
@@ -127,6 +128,15 @@ long sc_consume_ordered(struct worker *w)
             continue;
         }
         sc_order_batch(&o, idx, n, w->dls);
+        struct sc_db_err he = {0};
+        if (sc_held_mode(k) && sc_held_check(w, w->dls, n, &he)) {
+            /* Nothing runs before the holds are known. */
+            sc_log(SC_LOG_WARN, &lf, "reading the held keys failed (error %u: %s)", he.code,
+                   he.msg);
+            if (sc_worker_reconnect_db(w, sc_now_ms()))
+                break;
+            continue;
+        }
         enum next next = sc_consume_batch(w, w->dls, n);
         check_versions(w, &o, idx, n);
         sc_batch_release(w);

@@ -69,7 +69,12 @@ struct delivery {
     int64_t received_us;
     /* An ordered consumer's loop sets these before the batch: */
     int in_place;         /* attempts it already spent in hand (retries in place) */
-    const char *unkeyed;  /* no ordering key: dead-lettered with this reason, never run */
+    const char *refused;  /* dead-lettered unrun with this reason: no ordering key, or its
+                             key is held (held_why) */
+    const char *key;      /* its ordering key, or NULL */
+    const char *event_id; /* its event's id as the key was read, or NULL */
+    int replayed;         /* a copy `sidecar dlq replay --key` sent */
+    char held_why[64];    /* "held behind <event_id>" */
     /* and the batch sets these for it: kept in hand (neither acked nor
      * returned) to run again after again_ms; spent when that counts as an
      * attempt (a retry), not when it had no outcome (it simply runs again). */
@@ -98,6 +103,7 @@ struct item {
                              did not answer: outcome unknown */
     int committed;        /* its transaction's COMMIT succeeded */
     int republished;      /* its retry or dead-letter copy was confirmed */
+    int64_t hold_seq;     /* its key's hold sequence number for the dead letter (0: none) */
     struct sc_log_fields lf;
     char ev_sqlstate[6];
     char why[1024];

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "consume/batch_core.h"
+#include "consume/held.h"
 #include "consume/order.h"
 #include "consume/republish.h"
 #include "log.h"
@@ -176,6 +177,9 @@ struct world {
     int key[MAX_EVENTS]; /* the event's key, -1: published without one */
     int rank[MAX_EVENTS]; /* arrival order within its key: its first place in the queue */
     int64_t now_ms;      /* the simulated clock the in-place retries wait on */
+    int hold;            /* on_dead_letter hold: consumer_held_key's stand-in below */
+    int held[MAX_EVENTS]; /* per key: 1 + the event it is held behind, 0: free */
+    int64_t hold_seq;
     /* the verdict */
     char failure[512];
 };
@@ -231,6 +235,13 @@ static void check_order(int ev)
 {
     if (!W.ordered || W.key[ev] < 0)
         return;
+    /* Hold: once an event of a key is dead-lettered, no later one of it
+     * takes effect (there is no replay here). */
+    for (int e = 0; e < W.n_events && W.hold; e++)
+        if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && W.dlq[e] &&
+            !W.involved[e] && !W.involved[ev])
+            fail("event %d of key %d committed after event %d of its key was dead-lettered "
+                 "(the key is held)", ev, W.key[ev], e);
     for (int e = 0; e < W.n_events; e++)
         if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && !W.effects[e] &&
             !W.dlq[e] && !W.involved[e])
@@ -547,6 +558,62 @@ static int db_replace_session(struct worker *w)
     }
     new_session("replaced after a contract violation");
     return 0;
+}
+
+/* consumer_held_key: committed at once, like the real statements. */
+static int key_index(const char *key)
+{
+    return key[0] == 'k' ? atoi(key + 1) : -1;
+}
+
+static int db_held_read(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
+                        struct sc_db_err *e)
+{
+    (void)w;
+    if (statement_fault(0, e))
+        return -1;
+    memset(rows, 0, sizeof *rows * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        int k = key_index(keys[i]);
+        if (k < 0 || k >= MAX_EVENTS || !W.held[k])
+            continue;
+        rows[i].found = 1;
+        snprintf(rows[i].held_behind, sizeof rows[i].held_behind, "%s", ids[W.held[k] - 1]);
+    }
+    ok_statement();
+    txn_end(0); /* ended with its ROLLBACK / COMMIT */
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
+                        int64_t *seq, struct sc_db_err *e)
+{
+    (void)w;
+    (void)replayed;
+    if (W.n_ops)
+        fail("a hold recorded inside a batch's transaction (its work not committed yet)");
+    if (statement_fault(1, e))
+        return -1;
+    int k = key_index(key);
+    if (k >= 0 && k < MAX_EVENTS && !W.held[k])
+        W.held[k] = 1 + event_of(event_id);
+    *seq = ++W.hold_seq;
+    ok_statement();
+    txn_end(0); /* ended with its ROLLBACK / COMMIT */
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_held_unused(struct worker *w, const char *key, const char *event_id,
+                          struct sc_db_err *e)
+{
+    (void)w;
+    (void)key;
+    (void)event_id;
+    (void)e;
+    fail("a replay's statement without a replay");
+    return -1;
 }
 
 /* ---- the stand-in handler --------------------------------------------------- */
@@ -898,6 +965,10 @@ static const struct sc_batch_io sim_io = {
     .in_transaction = db_in_transaction,
     .last_error = db_last_error,
     .replace_session = db_replace_session,
+    .held_read = db_held_read,
+    .held_hold = db_held_hold,
+    .held_in_replay = db_held_unused,
+    .held_release = db_held_unused,
     .handle = h_handle,
     .has_batch = h_has_batch,
     .handle_batch = h_handle_batch,
@@ -973,7 +1044,9 @@ static void deliver_env(amqp_envelope_t *env, char *body, size_t body_cap, amqp_
 static void deliver(struct delivery *dl, int slot, struct msg m)
 {
     dl->in_place = 0; /* what an ordered schedule left in the array */
-    dl->unkeyed = NULL;
+    dl->refused = NULL;
+    dl->key = dl->event_id = NULL;
+    dl->replayed = 0;
     deliver_env(&dl->env, bodies[slot], sizeof bodies[slot], headers[slot], member_spans[slot], m);
 }
 
@@ -1216,9 +1289,12 @@ static void add_order(uint64_t seed)
     int n_keys = 1 + pick(4);
     for (int ev = 0; ev < W.n_events; ev++)
         W.key[ev] = chance(8) ? -1 : pick(n_keys);
+    W.hold = chance(50);
     kcfg.ordering = (struct sc_ordering_config){.present = W.ordered,
                                                 .key = chance(50) ? "subject" : "data/k",
-                                                .partitions = 1, .on_dead_letter = "skip"};
+                                                .partitions = 1,
+                                                .on_dead_letter = W.hold ? "hold" : "skip"};
+    W.hold &= W.ordered;
     for (int ev = 0; ev < W.n_events; ev++)
         W.rank[ev] = MAX_MSGS;
     for (int i = W.n_queue - 1; i >= 0; i--)
@@ -1281,6 +1357,12 @@ static void run_ordered(struct worker *w, int fault_batches)
             continue;
         }
         sc_order_batch(&o, idx, n, dls);
+        struct sc_db_err he = {0};
+        if (W.hold && sc_held_check(w, dls, n, &he)) {
+            say("  the held keys could not be read: a new session, nothing runs");
+            new_session("held keys unread");
+            continue;
+        }
         W.n_batch_evs = 0;
         for (int j = 0; j < n; j++)
             W.batch_evs[W.n_batch_evs++] = sent_of(dls[j].env.delivery_tag)->m.ev;
