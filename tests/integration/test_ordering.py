@@ -103,6 +103,18 @@ cons = rabbitmqctl("list_consumers", "queue_name", "active").stdout
 active = [l for l in cons.splitlines() if l.startswith(sc.queue + ".p") and l.endswith("true")]
 ok(len(active) == 2, "each partition has its active consumer (one per worker)", cons)
 
+quorum = Sidecar(handler=TEST_HANDLER, env=ENV, consumer_extra={
+    "queue_type": "quorum", "ordering": {"key": "data/orderId", "on_dead_letter": "skip"}})
+ok(quorum.start(), "an ordered consumer on a quorum queue (partitions 1) starts")
+qs = rabbitmqctl("list_queues", "name", "type", "arguments").stdout
+line = next((l for l in qs.splitlines() if l.split("\t")[0] == quorum.queue), "")
+ok("quorum" in line and "x-single-active-consumer" in line,
+   "its queue is a quorum queue with x-single-active-consumer", line)
+qsent = publish_versions(quorum.exchange, ["q1", "q2"], 3)
+ok(wait_until(lambda: len(seen(qsent)) == 6, timeout=30) and not order_problems(qsent),
+   "keyed by a data pointer: both keys applied in order")
+quorum.stop()
+
 # ---- one key failing for a while delays only that key ---------------------
 open(block, "w").close()
 keys = [f"k{i}" for i in range(20)]
