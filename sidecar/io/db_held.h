@@ -1,4 +1,4 @@
-/* consumer_held_key (sql/schema/008_consumer_held_key.sql): the keys an
+/* consumer_held_key (sql/schema/009_consumer_held_key.sql): the keys an
  * ordered consumer with "on_dead_letter": "hold" holds back, so that every
  * instance and every restart holds them too. Each statement that changes a
  * row commits at once: a hold must stand before the dead letter that caused

@@ -39,7 +39,7 @@ static const struct need needs[] = {
      "keys reads and writes",
      COLUMNS("consumer_held_key", "'consumer_name', 'order_key', 'held_behind', 'held_at', "
              "'hold_seq', 'replay_until', 'held_in_replay'"), 7,
-     "008_consumer_held_key.sql"},
+     "009_consumer_held_key.sql"},
     {SC_SCHEMA_RELAY, "table outbox_event with every column the relay reads and writes",
      COLUMNS("outbox_event", "'event_id', 'aggregate_type', 'aggregate_id', 'event_type', "
              "'event_version', 'payload', 'status', 'lease_owner', 'lease_until', "

@@ -72,14 +72,14 @@ dbq(f"ALTER TABLE {name}.consumed_event ADD CONSTRAINT uq_consumed_event_identit
 
 # An ordered consumer that holds keys needs consumer_held_key (008).
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
-    if not f.endswith("008_consumer_held_key.sql"):
+    if not f.endswith("009_consumer_held_key.sql"):
         apply(f)
 held_cfg = dict(consumer_only)
 held_cfg["consumers"] = [dict(cfg["consumers"][0], name="held-" + suffix(),
                               ordering={"key": "subject"})]
 rc, out = run_sidecar_cmd(["consume"], held_cfg, timeout=30)
 is_eq(rc, 2, "an ordered consumer holding keys refuses a database without consumer_held_key")
-ok("consumer_held_key" in out and "008_consumer_held_key.sql" in out,
+ok("consumer_held_key" in out and "009_consumer_held_key.sql" in out,
    "naming the table and the migration", detail=out[-600:])
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "a consumer that does not hold keys does not need it")
