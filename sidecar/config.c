@@ -62,6 +62,7 @@ struct table {
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
+static const char *const orderings[] = {"none", "per_aggregate", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
 static const char *const on_dead_letters[] = {"hold", "skip", NULL};
@@ -213,6 +214,11 @@ static const struct field relay_fields[] = {
     {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
      .max = 600000, .def_int = 5000, .def_doc = "5000 (a third of a shorter lease)",
      .help = "wait for a batch's confirms"},
+    {.key = "ordering", .type = F_STR, .off = REL(ordering), .def_str = "none", .choices = orderings,
+     .help = "`none`, or `per_aggregate`: an event is published only once every earlier event of "
+             "its `(aggregate_type, aggregate_id)` (by `created_at, event_id`) is PUBLISHED; a "
+             "FAILED row holds the rest of its aggregate "
+             "([contract.md](contract.md#the-outbox-relay-contract))"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 
@@ -931,4 +937,9 @@ void sc_config_print_reference(FILE *out)
 {
     fputs("| key | default | meaning |\n| --- | --- | --- |\n", out);
     print_reference(out, &top_table, "");
+}
+
+int sc_relay_per_aggregate(const struct sc_relay_config *r)
+{
+    return r->ordering && strcmp(r->ordering, "per_aggregate") == 0;
 }

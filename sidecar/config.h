@@ -56,7 +56,11 @@ struct sc_relay_config {
     int lease_ms;
     int poll_ms;
     int confirm_timeout_ms;
+    char *ordering; /* "none", or "per_aggregate": an aggregate's events in order */
 };
+
+/* 1 when relay.ordering is "per_aggregate". */
+int sc_relay_per_aggregate(const struct sc_relay_config *r);
 
 /* The longest relay.worker_id: outbox_event.lease_owner is VARCHAR(128). */
 #define SC_WORKER_ID_MAX 128

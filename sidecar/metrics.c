@@ -128,6 +128,7 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
     sc_hist_init(&m->batch_size, sc_batch_bounds, sc_batch_n);
     atomic_store(&m->pending, -1);
     atomic_store(&m->oldest_pending_age_ms, -1);
+    atomic_store(&m->held_aggregates, -1);
 }
 
 int sc_metrics_register_consumer(struct sc_consumer_metrics *m)
@@ -327,6 +328,12 @@ char *sc_metrics_render(void)
                      "# TYPE sidecar_relay_oldest_pending_age_seconds gauge\n"
                      "sidecar_relay_oldest_pending_age_seconds{%s} %.3f\n", lab, age > 0 ? (double)age / 1000 : 0.0);
         }
+        long long held = atomic_load(&r->held_aggregates);
+        if (held >= 0)
+            emit(&o, "# HELP sidecar_relay_held_aggregates Aggregates with a FAILED row: relay.ordering "
+                     "per_aggregate publishes none of their other events until it is repaired.\n"
+                     "# TYPE sidecar_relay_held_aggregates gauge\nsidecar_relay_held_aggregates{%s} %lld\n",
+                 lab, held);
         emit(&o, "# HELP sidecar_relay_connected Connected to the server.\n# TYPE sidecar_relay_connected gauge\n"
                  "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));

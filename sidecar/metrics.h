@@ -47,6 +47,7 @@ struct sc_relay_metrics {
     atomic_ullong claim_failed, invalid; /* failed claim transactions; rows refused as invalid */
     struct sc_hist confirm_seconds, batch_size;
     atomic_llong pending, oldest_pending_age_ms; /* -1 until first measured */
+    atomic_llong held_aggregates; /* per_aggregate: aggregates a FAILED row holds; -1 otherwise */
     atomic_int db_connected, amqp_connected;
 };
 

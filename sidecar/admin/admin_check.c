@@ -115,7 +115,7 @@ int sc_check_run(const struct sc_config *cfg)
     struct sc_db_err e = {0};
     if (sc_db_connect(&db, cfg, &e) == 0) {
         int parts = (cfg->n_consumers ? SC_SCHEMA_CONSUMER : 0) |
-                    (cfg->relay.present ? SC_SCHEMA_RELAY : 0);
+                    (cfg->relay.present ? sc_schema_relay_parts(cfg) : 0);
         for (size_t i = 0; i < cfg->n_consumers; i++)
             if (sc_held_mode(&cfg->consumers[i]))
                 parts |= SC_SCHEMA_HOLD;
@@ -131,9 +131,9 @@ int sc_check_run(const struct sc_config *cfg)
         } else if (parts) {
             int p = parts & ~SC_SCHEMA_HOLD;
             printf("mysql: schema has what %s needs\n",
-                   p == (SC_SCHEMA_CONSUMER | SC_SCHEMA_RELAY) ? "the consumers and the relay"
-                   : p == SC_SCHEMA_CONSUMER                   ? "the consumers"
-                                                               : "the relay");
+                   (p & SC_SCHEMA_CONSUMER) && (p & SC_SCHEMA_RELAY) ? "the consumers and the relay"
+                   : p == SC_SCHEMA_CONSUMER                       ? "the consumers"
+                                                                   : "the relay");
         }
         for (size_t i = 0; i < cfg->n_consumers; i++) {
             char err[1024];

@@ -51,6 +51,12 @@ static const struct need needs[] = {
     {SC_SCHEMA_RELAY, "index ix_outbox_event_lease (status, lease_until)",
      INDEX("outbox_event", "ix_outbox_event_lease", "status,lease_until"), 1,
      "001_outbox_event.sql"},
+    {SC_SCHEMA_RELAY_ORDER,
+     "index ix_outbox_event_order (aggregate_type, aggregate_id, status, created_at, event_id), "
+     "which relay.ordering \"per_aggregate\" claims by",
+     INDEX("outbox_event", "ix_outbox_event_order",
+           "aggregate_type,aggregate_id,status,created_at,event_id"), 1,
+     "008_outbox_order.sql"},
     /* information_schema.CHECK_CONSTRAINTS is hidden from a user with
      * column privileges only (MariaDB): the table's own definition is not. */
     {SC_SCHEMA_RELAY, "status FAILED allowed by ck_outbox_event_status",
@@ -125,4 +131,9 @@ int sc_schema_startup(const struct sc_config *cfg, int parts)
     if (rc < 0)
         sc_log(SC_LOG_WARN, NULL, "schema not checked at start: error %u: %s", e.code, e.msg);
     return 0;
+}
+
+int sc_schema_relay_parts(const struct sc_config *cfg)
+{
+    return SC_SCHEMA_RELAY | (sc_relay_per_aggregate(&cfg->relay) ? SC_SCHEMA_RELAY_ORDER : 0);
 }

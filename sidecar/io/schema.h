@@ -11,7 +11,8 @@
 enum sc_schema_part {
     SC_SCHEMA_CONSUMER = 1, /* consumed_event and its identity constraint */
     SC_SCHEMA_RELAY = 2,    /* outbox_event, its claim indexes and statuses */
-    SC_SCHEMA_HOLD = 4,     /* consumer_held_key (an ordered consumer that holds keys) */
+    SC_SCHEMA_RELAY_ORDER = 4, /* relay.ordering per_aggregate: ix_outbox_event_order */
+    SC_SCHEMA_HOLD = 8,     /* consumer_held_key (an ordered consumer that holds keys) */
 };
 
 /* Checks the parts (a bitmask) on db's current database. Returns 0 when all
@@ -28,4 +29,7 @@ struct sc_config;
  * workers retry as usual and the check is logged as not done), or 2 after
  * logging what is missing (the process refuses to start). */
 int sc_schema_startup(const struct sc_config *cfg, int parts);
+
+/* The relay's parts for its config (with the ordering index when asked for). */
+int sc_schema_relay_parts(const struct sc_config *cfg);
 #endif

@@ -148,7 +148,7 @@ int sc_relay_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: relay: the config has no \"relay\" section\n");
         return 2;
     }
-    if (sc_schema_startup(cfg, SC_SCHEMA_RELAY))
+    if (sc_schema_startup(cfg, sc_schema_relay_parts(cfg)))
         return 2;
     const struct sc_relay_config *rc = &cfg->relay;
     char worker_id[160];
@@ -166,6 +166,7 @@ int sc_relay_run(const struct sc_config *cfg)
         .worker_id = worker_id, .exchange = rc->exchange, .batch = rc->batch,
         .lease_ms = rc->lease_ms, .confirm_timeout_ms = rc->confirm_timeout_ms,
         .poll_ms = rc->poll_ms, .heartbeat_ms = cfg->amqp_heartbeat_s * 1000,
+        .per_aggregate = sc_relay_per_aggregate(rc),
     };
     struct sc_relay_core core;
     if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_relay_core_init(&core, &p, &relay_ops, &io, &m)) {
@@ -184,9 +185,9 @@ int sc_relay_run(const struct sc_config *cfg)
         sc_relay_db_free(&io.db);
         return 1;
     }
-    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms)", worker_id,
-            rc->exchange, rc->batch, rc->lease_ms);
-    sc_relay_db_log_claim_sql(rc->batch);
+    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, ordering %s)",
+            worker_id, rc->exchange, rc->batch, rc->lease_ms, rc->ordering);
+    sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {

@@ -59,8 +59,14 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
     case SC_ROW_FAILED:
         atomic_fetch_add(&c->m->invalid, 1);
         lf.outcome = "invalid";
-        sc_log(SC_LOG_ERROR, &lf,
-               "outbox row is not a valid CloudEvent, marked FAILED and not published: %s", r->why);
+        if (c->p.per_aggregate) /* the claim holds the aggregate behind it: say so */
+            sc_log(SC_LOG_ERROR, &lf,
+                   "outbox row is not a valid CloudEvent, marked FAILED and not published; every "
+                   "other unpublished event of aggregate %s/%s is held until it is repaired: %s",
+                   r->aggregate_type, r->aggregate_id, r->why);
+        else
+            sc_log(SC_LOG_ERROR, &lf,
+                   "outbox row is not a valid CloudEvent, marked FAILED and not published: %s", r->why);
         break;
     case SC_ROW_LEASE_LOST:
         atomic_fetch_add(&c->m->lease_lost, 1);
@@ -180,7 +186,8 @@ static void publish_built(struct sc_relay_core *c, struct sc_relay_batch *b)
             break;
         }
         struct sc_relay_row *r = &b->rows[b->msg_row[k]];
-        snprintf(r->why, sizeof r->why, "the broker client refused the message: %s", err);
+        /* err is bounded to what fits beside the prefix (gcc -O0 warns otherwise) */
+        snprintf(r->why, sizeof r->why, "the broker client refused the message: %.200s", err);
         row_to(c, r, SC_ROW_REFUSED, NULL);
         b->refused++;
         memmove(b->msgs + k, b->msgs + k + 1, (size_t)(b->n_msgs - k - 1) * sizeof *b->msgs);

@@ -12,13 +12,17 @@
  *
  *   CLAIM    open what is closed; claim batch k+1 (its lease starts now)
  *   COLLECT  wait for the confirms of batch k, when k is in flight
- *   MARK     mark k's acked rows PUBLISHED and its refused rows FAILED
  *   SEND     build and send k+1 (rows breaking a rule: FAILED); k+1 is in flight
+ *   MARK     mark k's acked rows PUBLISHED and its refused rows FAILED
  *   WAIT     the round's wait, if it has one: idle poll or backoff
  *
- * So batch k+1's lease spans k's confirm wait and its own, two
- * confirm_timeout_ms (config.c refuses a lease that short), and no wait of
- * the WAIT phase. A step returns only how long to wait before the next one;
+ * The broker works on k+1 while the database marks k and claims k+2: the
+ * relay's rate is bound by the slower of the two, not by their sum. Sending
+ * k+1 before k is marked is safe: k+1 was claimed before k's mark, so under
+ * per-aggregate ordering it holds no successor of k's events, and a lost
+ * mark only leaves k's rows PUBLISHING for their lease to end. So batch
+ * k+1's lease spans k's confirm wait and its own, two confirm_timeout_ms
+ * (config.c refuses a lease that short), and no wait of the WAIT phase. A step returns only how long to wait before the next one;
  * what happened to each row is its state (relay_batch.c). */
 
 static struct sc_relay_batch *free_buffer(struct sc_relay_core *c)
@@ -60,6 +64,12 @@ static void phase_claim(struct sc_relay_core *c)
         return;
     }
     sc_relay_db_healthy(c);
+    if (n == 0 && c->p.per_aggregate && c->inflight) {
+        /* The successors of the batch in flight become claimable once it
+         * is marked, in this round: claim again right after, no idle wait
+         * (one aggregate's events would otherwise go one per poll). */
+        return;
+    }
     if (n == 0) {
         c->idle = 1;
         c->round_wait = c->poll;
@@ -74,26 +84,25 @@ static void phase_claim(struct sc_relay_core *c)
 
 static void phase_collect(struct sc_relay_core *c)
 {
-    c->phase = SC_RELAY_MARK;
-    sc_relay_batch_collect(c, c->inflight);
-}
-
-static void phase_mark(struct sc_relay_core *c)
-{
-    struct sc_relay_batch *b = c->inflight;
     c->phase = SC_RELAY_SEND;
-    int n_acked = sc_relay_batch_mark(c, b);
-    sc_hist_observe(&c->m->batch_size, b->n_msgs);
-    atomic_fetch_add(&c->m->batches, 1);
-    sc_debug("relay: batch of %d claimed, %d confirmed and marked", b->n, n_acked);
-    sc_relay_batch_end(b, b->n);
+    sc_relay_batch_collect(c, c->inflight);
+    c->collected = c->inflight;
     c->inflight = NULL;
 }
 
-static int phase_send(struct sc_relay_core *c)
+/* The round ends: its wait, if it has one, else the next claim. */
+static void end_round(struct sc_relay_core *c)
+{
+    c->phase = SC_RELAY_CLAIM;
+    if (c->round_wait > 0 && !c->stopping) {
+        c->wait_until = sc_relay_now(c) + c->round_wait;
+        c->phase = SC_RELAY_WAIT;
+    }
+}
+
+static void phase_send(struct sc_relay_core *c)
 {
     struct sc_relay_batch *b = c->claimed;
-    c->phase = SC_RELAY_CLAIM;
     if (b) {
         c->claimed = NULL;
         sc_relay_batch_send(c, b);
@@ -102,11 +111,22 @@ static int phase_send(struct sc_relay_core *c)
         else
             sc_relay_batch_end(b, b->n);
     }
-    if (c->round_wait > 0 && !c->stopping) {
-        c->wait_until = sc_relay_now(c) + c->round_wait;
-        c->phase = SC_RELAY_WAIT;
-    }
-    return 0;
+    if (c->collected)
+        c->phase = SC_RELAY_MARK;
+    else
+        end_round(c);
+}
+
+static void phase_mark(struct sc_relay_core *c)
+{
+    struct sc_relay_batch *b = c->collected;
+    int n_acked = sc_relay_batch_mark(c, b);
+    sc_hist_observe(&c->m->batch_size, b->n_msgs);
+    atomic_fetch_add(&c->m->batches, 1);
+    sc_debug("relay: batch of %d claimed, %d confirmed and marked", b->n, n_acked);
+    sc_relay_batch_end(b, b->n);
+    c->collected = NULL;
+    end_round(c);
 }
 
 /* Waits in pieces of half a heartbeat, servicing the broker connection in
@@ -144,7 +164,8 @@ int sc_relay_step(struct sc_relay_core *c)
         phase_mark(c);
         return 0;
     case SC_RELAY_SEND:
-        return phase_send(c);
+        phase_send(c);
+        return 0;
     case SC_RELAY_WAIT:
     default:
         return phase_wait(c);
@@ -153,7 +174,7 @@ int sc_relay_step(struct sc_relay_core *c)
 
 int sc_relay_holds_nothing(const struct sc_relay_core *c)
 {
-    return !c->inflight && !c->claimed;
+    return !c->inflight && !c->claimed && !c->collected;
 }
 
 int sc_relay_core_init(struct sc_relay_core *c, const struct sc_relay_params *p,

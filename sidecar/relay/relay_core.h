@@ -55,6 +55,7 @@ struct sc_relay_row {
     char why[SC_RELAY_WHY_MAX];   /* SC_ROW_INVALID: the reason */
     char *body;                   /* the CloudEvents JSON */
     amqp_basic_properties_t props;
+    amqp_table_entry_t ordering_key; /* header x-ordering-key (props.headers points here) */
 };
 
 /* One claimed batch, from its claim to its last mark. */
@@ -109,8 +110,8 @@ struct sc_relay_ops {
 enum sc_relay_phase {
     SC_RELAY_CLAIM,   /* (re)connect, claim the next batch */
     SC_RELAY_COLLECT, /* wait for the batch in flight's confirms */
-    SC_RELAY_MARK,    /* mark it */
-    SC_RELAY_SEND,    /* send the claimed batch; the round ends */
+    SC_RELAY_MARK,    /* mark the collected batch; the round ends */
+    SC_RELAY_SEND,    /* send the claimed batch (in flight while the other is marked) */
     SC_RELAY_WAIT,    /* between rounds: idle poll or backoff, broker kept alive */
 };
 
@@ -118,6 +119,7 @@ struct sc_relay_params {
     const char *worker_id, *exchange;
     int batch, lease_ms, confirm_timeout_ms, poll_ms;
     int heartbeat_ms; /* amqp.heartbeat_s in ms, 0 when off */
+    int per_aggregate; /* relay.ordering per_aggregate: the claim takes aggregate heads only */
 };
 
 struct sc_relay_core {
@@ -128,6 +130,7 @@ struct sc_relay_core {
     struct sc_relay_batch buf[2];
     struct sc_relay_batch *inflight; /* sent; its confirms are outstanding */
     struct sc_relay_batch *claimed;  /* claimed this round, not sent yet */
+    struct sc_relay_batch *collected; /* its confirms are in; not marked yet */
     enum sc_relay_phase phase;
     int stopping;   /* claim nothing more; finish what is held */
     int round_wait; /* how long to wait when this round ends (ms) */

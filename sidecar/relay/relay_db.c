@@ -19,14 +19,54 @@
  * a scan; both MySQL 8 and MariaDB accept it. */
 #define CLAIM_SELECT                                                                              \
     "SELECT event_id, aggregate_type, aggregate_id, event_type, event_version, payload, "        \
-    "DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') FROM outbox_event "
+    "DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') FROM outbox_event o "
 #define CLAIM_EXPIRED_SQL                                                                         \
     CLAIM_SELECT "FORCE INDEX (ix_outbox_event_lease) "                                          \
-    "WHERE status = 'PUBLISHING' AND lease_until < UTC_TIMESTAMP(6) "                            \
+    "WHERE status = 'PUBLISHING' AND lease_until < UTC_TIMESTAMP(6) %s"                           \
     "ORDER BY lease_until LIMIT %d FOR UPDATE SKIP LOCKED"
 #define CLAIM_PENDING_SQL                                                                         \
-    CLAIM_SELECT "FORCE INDEX (ix_outbox_event_claim) WHERE status = 'PENDING' "                 \
+    CLAIM_SELECT "FORCE INDEX (ix_outbox_event_claim) WHERE status = 'PENDING' %s"               \
     "ORDER BY created_at, event_id LIMIT %d FOR UPDATE SKIP LOCKED"
+
+/* relay.ordering "per_aggregate": a row is claimed only when it is the head
+ * of its aggregate, every earlier row PUBLISHED. Each test below is one or
+ * two dives into ix_outbox_event_order (aggregate_type, aggregate_id,
+ * status, created_at, event_id) that read the first entry of one status of
+ * the aggregate (ORDER BY ... LIMIT 1 in index order), so an aggregate with
+ * 10,000 pending events costs one entry per test, not 10,000. The
+ * subqueries are consistent (non-locking) reads even inside FOR UPDATE SKIP
+ * LOCKED: a predecessor another relay has locked is still seen, and holds
+ * its successor back. A stale snapshot shows a row at most less far along
+ * (PENDING -> PUBLISHING -> PUBLISHED only moves forward), so it can only
+ * hold an event back, never let one through early. Any FAILED row holds
+ * the whole aggregate until it is repaired. */
+#define AGG_FIRST(col, st)                                                                        \
+    "(SELECT p." col " FROM outbox_event p FORCE INDEX (ix_outbox_event_order) "                 \
+    "WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id "             \
+    "AND p.status = '" st "' ORDER BY p.created_at, p.event_id LIMIT 1)"
+/* no row of status st precedes o (true when the aggregate has none) */
+#define NONE_BEFORE(st)                                                                           \
+    "IFNULL(" AGG_FIRST("created_at", st) " > o.created_at OR (" AGG_FIRST("created_at", st)     \
+    " = o.created_at AND " AGG_FIRST("event_id", st) " > o.event_id), TRUE) "
+/* Written as a first-entry dive too: MariaDB turns NOT EXISTS into a
+ * materialised scan of the whole index. */
+#define NO_FAILED AGG_FIRST("event_id", "FAILED") " IS NULL "
+#define HEAD_PENDING                                                                              \
+    "AND o.event_id = " AGG_FIRST("event_id", "PENDING") " AND " NONE_BEFORE("PUBLISHING")       \
+    "AND " NO_FAILED
+#define HEAD_EXPIRED                                                                              \
+    "AND o.event_id = " AGG_FIRST("event_id", "PUBLISHING") " AND " NONE_BEFORE("PENDING")       \
+    "AND " NO_FAILED
+#define CLAIM_SQL_MAX 4096
+
+/* The claim statement text: expired leases or PENDING rows, ordered or not. */
+static void claim_sql(char *sql, size_t len, int expired, int per_aggregate, int limit)
+{
+    if (expired)
+        snprintf(sql, len, CLAIM_EXPIRED_SQL, per_aggregate ? HEAD_EXPIRED : "", limit);
+    else
+        snprintf(sql, len, CLAIM_PENDING_SQL, per_aggregate ? HEAD_PENDING : "", limit);
+}
 
 int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id)
 {
@@ -34,6 +74,7 @@ int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const c
     d->cfg = cfg;
     d->worker_id = worker_id;
     d->batch = cfg->relay.batch;
+    d->per_aggregate = sc_relay_per_aggregate(&cfg->relay);
     d->lease_ms = cfg->relay.lease_ms;
     d->binds = calloc((size_t)d->batch + 2, sizeof *d->binds);
     d->lens = calloc((size_t)d->batch + 2, sizeof *d->lens);
@@ -156,11 +197,8 @@ static char *dup_field(const char *s)
 static int claim_select(struct sc_relay_db *d, int expired, int limit, struct sc_relay_row *rows,
                         int max, int *n, struct sc_db_err *e)
 {
-    char sql[768];
-    if (expired)
-        snprintf(sql, sizeof sql, CLAIM_EXPIRED_SQL, limit);
-    else
-        snprintf(sql, sizeof sql, CLAIM_PENDING_SQL, limit);
+    char sql[CLAIM_SQL_MAX];
+    claim_sql(sql, sizeof sql, expired, d->per_aggregate, limit);
     MYSQL_RES *res = sc_db_select(&d->db, sql, e);
     if (!res)
         return -1;
@@ -319,19 +357,29 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *
         }
         mysql_free_result(res);
     }
+    if (d->per_aggregate) { /* O(FAILED rows), one range of the claim index */
+        res = sc_db_select(&d->db, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX "
+                           "(ix_outbox_event_claim) WHERE status = 'FAILED' GROUP BY aggregate_type, "
+                           "aggregate_id) held", &e);
+        MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+        if (row && row[0])
+            atomic_store(&m->held_aggregates, atoll(row[0]));
+        if (res)
+            mysql_free_result(res);
+    }
     sc_db_rollback(&d->db, &e); /* end the read's transaction */
     d->last_gauge_ms = sc_now_ms();
     int64_t took = d->last_gauge_ms - t0;
     d->gauge_interval_ms = took * 100 > GAUGE_REFRESH_MS ? took * 100 : GAUGE_REFRESH_MS;
 }
 
-void sc_relay_db_log_claim_sql(int batch)
+void sc_relay_db_log_claim_sql(int batch, int per_aggregate)
 {
     if (!sc_log_enabled(SC_LOG_DEBUG))
         return;
-    char sql[768];
-    snprintf(sql, sizeof sql, CLAIM_EXPIRED_SQL, batch);
+    char sql[CLAIM_SQL_MAX];
+    claim_sql(sql, sizeof sql, 1, per_aggregate, batch);
     sc_debug("relay claim statement (expired leases): %s", sql);
-    snprintf(sql, sizeof sql, CLAIM_PENDING_SQL, batch);
+    claim_sql(sql, sizeof sql, 0, per_aggregate, batch);
     sc_debug("relay claim statement (pending): %s", sql);
 }

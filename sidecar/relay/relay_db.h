@@ -12,6 +12,7 @@ struct sc_relay_db {
     const struct sc_config *cfg;
     const char *worker_id;
     int batch, lease_ms;
+    int per_aggregate; /* relay.ordering "per_aggregate": only aggregate heads are claimed */
     MYSQL_STMT *claim_update;   /* SET PUBLISHING ... WHERE event_id IN (batch placeholders) */
     MYSQL_STMT *still_owned;    /* SELECT ... FOR UPDATE: which of the batch we still lease */
     MYSQL_STMT *mark_published; /* SET PUBLISHED ... WHERE IN (...) AND status AND lease_owner */
@@ -42,6 +43,6 @@ int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *ro
 void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *m);
 
 /* Logs the two claim statements at debug level. */
-void sc_relay_db_log_claim_sql(int batch);
+void sc_relay_db_log_claim_sql(int batch, int per_aggregate);
 
 #endif

@@ -80,6 +80,19 @@ static int append_json_string(struct text *t, const char *s)
     return sc_json_text_valid(t->b + start, t->len - start) ? 0 : -1;
 }
 
+/* Header x-ordering-key = aggregate_id on every message, whatever the
+ * ordering: what a consistent-hash exchange partitions by, so one
+ * aggregate's events stay on one ordered queue. */
+static void set_ordering_key(struct sc_relay_row *o)
+{
+    o->ordering_key.key = amqp_cstring_bytes("x-ordering-key");
+    o->ordering_key.value.kind = AMQP_FIELD_KIND_UTF8;
+    o->ordering_key.value.value.bytes = amqp_cstring_bytes(o->aggregate_id);
+    o->props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    o->props.headers.num_entries = 1;
+    o->props.headers.entries = &o->ordering_key;
+}
+
 enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *exchange,
                                            struct sc_publish *m, char *why, size_t why_len)
 {
@@ -126,6 +139,7 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const char *e
     o->props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
     o->props.message_id = amqp_cstring_bytes(o->event_id);
     o->props.type = amqp_cstring_bytes(o->event_type);
+    set_ordering_key(o);
     memset(m, 0, sizeof *m);
     m->exchange = exchange;
     m->routing_key = o->event_type;

@@ -15,50 +15,18 @@ import uuid
 
 import pika
 
-from bench_lib import AMQP, BUILD, HANDLER, MYSQL, SIDECAR, delete_queue, free_port, handled, q, status_kib
+from bench_lib import (AMQP, BUILD, HANDLER, MYSQL, SERVER_PIDS, SIDECAR, cpu, delete_queue, free_port, handled, q,
+                       status_kib)
 
 N = int(os.environ.get("BENCH_N", "100000"))
 MAX_S = float(os.environ.get("BENCH_MAX_S", "40"))
 HERE = os.path.dirname(os.path.abspath(__file__))
-TCK = os.sysconf("SC_CLK_TCK")
 
 
 def consumed(name):
     """Rows claimed so far (the per-message baseline has no /metrics): an
     index range count, so measure() polls it only every 0.5 s."""
     return q("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s", (name,))[0][0]
-
-
-def pids_of(name):
-    out = subprocess.run(["pgrep", "-f", name], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in out]
-
-
-def beam_pids():
-    """The broker's Erlang VM: the beam.smp whose environment names our node."""
-    out = []
-    for p in pids_of("beam.smp"):
-        try:
-            if ("RABBITMQ_NODENAME=" + os.environ["SC_TEST_RABBIT_NODE"]).encode() in open(f"/proc/{p}/environ", "rb").read():
-                out.append(p)
-        except OSError:
-            pass
-    return out
-
-
-SERVER_PIDS = {"mariadbd": pids_of("mariadbd --no-defaults --datadir=" + os.environ["SC_TEST_DIR"]),
-               "rabbitmq": beam_pids()}
-
-
-def cpu(pids):
-    t = 0
-    for p in pids:
-        try:
-            f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-            t += int(f[11]) + int(f[12])
-        except (OSError, IndexError):
-            pass
-    return t / TCK
 
 
 def preload(queue, n=N):

@@ -5,6 +5,7 @@ nothing) and its memory."""
 import os
 import re
 import socket
+import subprocess
 import time
 import urllib.request
 
@@ -87,3 +88,38 @@ def v7_id_sql(base_ms, suffix="seq"):
     return ("CONCAT(LEFT(LPAD(LOWER(HEX(%d + seq)), 12, '0'), 8), '-',"
             " RIGHT(LPAD(LOWER(HEX(%d + seq)), 12, '0'), 4), '-7000-8000-',"
             " LPAD(LOWER(HEX(%s)), 12, '0'))") % (base_ms, base_ms, suffix)
+
+
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+def pids_of(name):
+    out = subprocess.run(["pgrep", "-f", name], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def beam_pids():
+    """The broker's Erlang VM: the beam.smp whose environment names our node."""
+    out = []
+    for p in pids_of("beam.smp"):
+        try:
+            if ("RABBITMQ_NODENAME=" + os.environ["SC_TEST_RABBIT_NODE"]).encode() in open(f"/proc/{p}/environ", "rb").read():
+                out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+SERVER_PIDS = {"mariadbd": pids_of("mariadbd --no-defaults --datadir=" + os.environ["SC_TEST_DIR"]),
+               "rabbitmq": beam_pids()}
+
+
+def cpu(pids):
+    t = 0
+    for p in pids:
+        try:
+            f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            t += int(f[11]) + int(f[12])
+        except (OSError, IndexError):
+            pass
+    return t / TCK

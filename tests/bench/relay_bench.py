@@ -18,8 +18,8 @@ import uuid
 
 import pika
 
-from bench_lib import (AMQP, BUILD, MYSQL, SIDECAR, delete_queue, free_port, metric_sum, q, set_pool,
-                       status_kib, v7_id_sql)
+from bench_lib import (AMQP, BUILD, MYSQL, SERVER_PIDS, SIDECAR, cpu, delete_queue, free_port, metric_sum, q,
+                       set_pool, status_kib, v7_id_sql)
 
 N = int(os.environ.get("BENCH_RELAY_N", "20000"))
 BIG = int(os.environ.get("BENCH_BACKLOG_BIG", "1000000"))
@@ -162,9 +162,11 @@ class RelayProc:
         self.proc.wait()
 
 
-def relay_rate(n_relays, target, timeout=300, batch=BATCH, mysql=None):
+def relay_rate(n_relays, target, timeout=300, batch=BATCH, mysql=None, usage=None):
     """Starts n relays on the loaded table; events/s until `target` are
-    published (from the first publish on, start-up excluded)."""
+    published (from the first publish on, start-up excluded). usage, a
+    dict, gets the CPU seconds of the relays and the servers over the same
+    window, and the events they are for."""
     relays = [RelayProc(batch, mysql) for _ in range(n_relays)]
     t_first = None
     end = time.time() + timeout
@@ -173,15 +175,27 @@ def relay_rate(n_relays, target, timeout=300, batch=BATCH, mysql=None):
         total = sum(r.published() for r in relays)
         if total and t_first is None:
             t_first, first = time.time(), total
+            before = {k: cpu(v) for k, v in SERVER_PIDS.items()}
+            before["relay"] = cpu([r.proc.pid for r in relays])
         if total >= target:
             break
         time.sleep(0.05)
     t1 = time.time()
+    if usage is not None and t_first is not None:
+        usage.update({k: cpu(v) - before[k] for k, v in SERVER_PIDS.items()})
+        usage["relay"] = cpu([r.proc.pid for r in relays]) - before["relay"]
+        usage["events"] = total - first
+        usage["seconds"] = t1 - t_first
     for r in relays:
         r.stop()
     if t_first is None or t1 <= t_first:
         return 0.0
     return (total - first) / (t1 - t_first)
+
+
+def per_k(usage, events):
+    """CPU seconds per 1,000 events, per process."""
+    return {k: round(v * 1000 / events, 4) for k, v in usage.items() if k not in ("events", "seconds")} if events else {}
 
 
 def outbox_inserts(n, ids):
@@ -192,29 +206,50 @@ def outbox_inserts(n, ids):
     return json.loads(out)["events_per_s"]
 
 
-def broker_limit(n, publishers=1, chunk=2000):
+def broker_limit(n, publishers=1, chunk=2000, usage=None):
     """The C publisher with confirms (tests/bench/preload: batches of `chunk`,
     persistent, mandatory, a CloudEvents body of the relay's size), as
-    `publishers` concurrent connections into one queue: total events/s."""
+    `publishers` concurrent connections into one queue: total events/s.
+    usage, a dict, gets the broker's CPU seconds over the run."""
     name = "bench-pub-" + uuid.uuid4().hex[:6]
     t0 = time.time()
+    b0 = cpu(SERVER_PIDS["rabbitmq"])
     procs = [subprocess.Popen([f"{BUILD}/tests/bench/preload", AMQP, name, str(n // publishers), "v4", str(chunk),
                                str(MAX_LENGTH)],
                               stdout=subprocess.PIPE, text=True) for _ in range(publishers)]
     outs = [p.communicate()[0] for p in procs]
     dt = time.time() - t0
+    if usage is not None:
+        usage.update(rabbitmq=cpu(SERVER_PIDS["rabbitmq"]) - b0, events=(n // publishers) * publishers)
     delete_queue(name)
     if publishers == 1:
         return float(re.search(r"\(([0-9.]+)/s\)", outs[0]).group(1))
     return (n // publishers) * publishers / dt
 
 
-def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None):
+def relay_db_limit(n, batch=BATCH, usage=None):
+    """The database's own limit for the relay's statements: the real claim
+    and mark, batch by batch, no broker (tests/bench/relay_db_limit) over n
+    loaded rows. usage gets mariadbd's CPU seconds and the client's."""
+    q("TRUNCATE TABLE outbox_event")
+    load_outbox(n)
+    settle()
+    d0 = cpu(SERVER_PIDS["mariadbd"])
+    p = subprocess.Popen([f"{BUILD}/tests/bench/relay_db_limit", MYSQL, str(n), str(batch)], stdout=subprocess.PIPE,
+                         text=True)
+    out = p.communicate()[0]
+    r = json.loads(out)
+    if usage is not None:
+        usage.update(mariadbd=cpu(SERVER_PIDS["mariadbd"]) - d0, events=r["events"])
+    return r["events_per_s"]
+
+
+def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None, usage=None):
     q("TRUNCATE TABLE outbox_event")
     load = load_outbox(rows)
     settle()
     qname = fresh_queue()
-    rate = relay_rate(n_relays, measure, batch=batch, mysql=mysql)
+    rate = relay_rate(n_relays, measure, batch=batch, mysql=mysql, usage=usage)
     delete_queue(qname)
     print(f"{label:<52} {rate:>9.0f} ev/s   (backlog {rows}, measured over {measure}; load {load:.0f} rows/s)",
           flush=True)
@@ -223,8 +258,47 @@ def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None):
 
 def main():
     print(f"# relay: batch {BATCH}, {os.cpu_count()} cores, MariaDB durable (flush_log_at_trx_commit=1)", flush=True)
-    part = os.environ.get("BENCH_RELAY_PART", "throughput scale remote backlog inserts rss").split()
+    part = os.environ.get("BENCH_RELAY_PART", "account throughput scale remote backlog inserts rss").split()
     res = {}
+    if "account" in part:
+        # Where a relay's time goes, A-B-A: relay x1, then the database's
+        # limit for its statements alone and the broker's for publishing
+        # alone, then relay x1 again; CPU seconds per 1,000 events of each
+        # process in each. The ceiling: the machine's cores divided by what
+        # the servers burn per event while the relay runs (a relay that cost
+        # nothing itself could go no faster on this machine).
+        acc = {"relay": [], "db": [], "broker": []}
+        for k in range(3):
+            if k != 1:
+                u = {}
+                rate = scenario("relay x1 (accounted)", N, 1, N, usage=u)
+                acc["relay"].append((rate, u))
+                print(f"#   cpu s/1000 ev: {json.dumps(per_k(u, u.get('events')))}", flush=True)
+            else:
+                u = {}
+                rate = relay_db_limit(N, usage=u)
+                acc["db"].append((rate, u))
+                print(f"{'database limit: claim + mark, no broker':<52} {rate:>9.0f} ev/s   cpu s/1000 ev:"
+                      f" {json.dumps(per_k(u, u.get('events')))}", flush=True)
+                u = {}
+                rate = broker_limit(N, usage=u)
+                acc["broker"].append((rate, u))
+                print(f"{'broker limit: C publisher with confirms':<52} {rate:>9.0f} ev/s   cpu s/1000 ev:"
+                      f" {json.dumps(per_k(u, u.get('events')))}", flush=True)
+        relay = sum(r for r, _ in acc["relay"]) / len(acc["relay"])
+        ev = sum(u.get("events", 0) for _, u in acc["relay"])
+        tot = {k: sum(u.get(k, 0) for _, u in acc["relay"]) for k in ("relay", "mariadbd", "rabbitmq")}
+        servers_per_ev = (tot["mariadbd"] + tot["rabbitmq"]) / ev if ev else 0
+        ceiling = (os.cpu_count() / servers_per_ev) if servers_per_ev else 0
+        db, broker = acc["db"][0][0], acc["broker"][0][0]
+        res.update(account_relay=relay, account_db_limit=db, account_broker_limit=broker, account_ceiling=ceiling,
+                   account_cpu_per_1000={k: v * 1000 / ev for k, v in tot.items()} if ev else {})
+        print(f"relay x1 cpu s/1000 ev: relay {tot['relay'] * 1000 / ev:.3f}, mariadbd {tot['mariadbd'] * 1000 / ev:.3f},"
+              f" rabbitmq {tot['rabbitmq'] * 1000 / ev:.3f}" if ev else "relay x1: no events", flush=True)
+        print(f"ceiling ({os.cpu_count()} cores / servers' cpu per event) = {ceiling:9.0f} ev/s;"
+              f" relay / ceiling = {relay / ceiling if ceiling else 0:5.2f}   (target >= 0.85)", flush=True)
+        print(f"relay / database limit = {relay / db if db else 0:5.2f}; relay / broker limit = "
+              f"{relay / broker if broker else 0:5.2f}   (target >= 0.7)", flush=True)
     if "throughput" in part:
         # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
         b1 = broker_limit(N)

@@ -25,6 +25,12 @@
  *                                ASan; SC_SIM_SCHEDULES=K for another number)
  *   sim_relay --seed N --verbose one schedule, traced on stderr
  *   sim_relay --first N --schedules K
+ *   sim_relay --no-ordering       every schedule with relay.ordering "none", as before
+ *                                per_aggregate ordering was simulated
+ *
+ * With relay.ordering "per_aggregate" (half the schedules): no relay
+ * publishes an event while an earlier one of its aggregate is not
+ * PUBLISHED, and rows behind a FAILED row of their aggregate stay PENDING.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -98,8 +104,8 @@ static int draw_config(struct sim_world *w)
                  "{\"amqp\":{\"url\":\"amqp://g:g@sim:5672/%%2f\",\"heartbeat_s\":%d},"
                  "\"mysql\":{\"url\":\"mysql://u:p@sim:3306/app\",\"lock_wait_timeout_s\":%d},"
                  "\"http\":{\"listen\":\"off\"},\"relay\":{\"exchange\":\"sim\",\"batch\":%d,"
-                 "\"lease_ms\":%d,\"confirm_timeout_ms\":%d,\"poll_ms\":%d}}",
-                 hb, lock_wait, batch, lease, confirm, poll);
+                 "\"lease_ms\":%d,\"confirm_timeout_ms\":%d,\"poll_ms\":%d,\"ordering\":\"%s\"}}",
+                 hb, lock_wait, batch, lease, confirm, poll, w->per_aggregate ? "per_aggregate" : "none");
         struct sc_config c;
         if (sc_config_parse(text, strlen(text), 0, &c, err, sizeof err)) {
             w->st.configs_refused++;
@@ -111,6 +117,10 @@ static int draw_config(struct sim_world *w)
         w->poll_ms = c.relay.poll_ms;
         w->heartbeat_ms = c.amqp_heartbeat_s * 1000;
         w->lock_wait_ms = c.mysql_lock_wait_timeout_s * 1000;
+        if (sc_relay_per_aggregate(&c.relay) != w->per_aggregate) {
+            sc_config_free(&c);
+            return -1;
+        }
         sc_config_free(&c);
         return 0;
     }
@@ -142,10 +152,15 @@ static void draw_faults(struct sim_world *w)
 static int setup(struct sim_world *w, uint64_t seed, int verbose)
 {
     struct sim_stats keep = w->st;
+    int no_ordering = w->no_ordering;
     memset(w, 0, sizeof *w);
     w->st = keep;
     w->seed = w->rng = seed;
+    w->rng_order = seed ^ 0x6f7264657265640aULL;
     w->verbose = verbose;
+    w->no_ordering = no_ordering;
+    w->per_aggregate = !no_ordering && sim_rand_order(w) % 2;
+    w->st.ordered_schedules += (unsigned)w->per_aggregate;
     if (draw_config(w))
         return -1;
     draw_faults(w);
@@ -163,6 +178,11 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
     for (int i = 0; i < w->n_rows; i++) {
         make_row(w, &w->rows[i], 0.12, p_poison);
         w->rows[i].insert_at = at[i];
+        if (w->per_aggregate) { /* a few aggregates, so that events queue behind each other */
+            static const char *const aggs[] = {"1001", "1002", "1003", "1004"};
+            if (w->rows[i].aid[0])
+                w->rows[i].aid = aggs[sim_rand_order(w) % 4];
+        }
     }
     w->unresolved = w->n_rows;
     w->n_relays = (int)sim_range(w, 1, SIM_MAX_RELAYS);
@@ -174,6 +194,7 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
         struct sc_relay_params p = {
             .worker_id = r->worker_id, .exchange = "sim", .batch = w->batch, .lease_ms = w->lease_ms,
             .confirm_timeout_ms = w->confirm_ms, .poll_ms = w->poll_ms, .heartbeat_ms = w->heartbeat_ms,
+            .per_aggregate = w->per_aggregate,
         };
         sc_relay_metrics_init(&r->m, r->worker_id);
         if (sc_relay_core_init(&r->core, &p, &sim_ops, r, &r->m))
@@ -210,7 +231,12 @@ static void final_checks(struct sim_world *w)
     int wrong = 0, first = -1;
     for (int i = 0; i < w->n_rows; i++) {
         const struct sim_row *x = &w->rows[i];
-        if (x->status != (x->kind == K_VALID ? S_PUBLISHED : S_FAILED)) {
+        int held = 0; /* per_aggregate: behind a FAILED row of its aggregate, never claimed */
+        for (int j = 0; j < i && w->per_aggregate; j++)
+            held |= w->rows[j].kind != K_VALID && strcmp(w->rows[j].atype, x->atype) == 0 &&
+                    strcmp(w->rows[j].aid, x->aid) == 0;
+        w->st.held += (unsigned)held;
+        if (x->status != (held ? S_PENDING : x->kind == K_VALID ? S_PUBLISHED : S_FAILED)) {
             wrong++;
             first = first < 0 ? i : first;
         }
@@ -219,10 +245,26 @@ static void final_checks(struct sim_world *w)
         return;
     const struct sim_row *x = &w->rows[first];
     sim_violation(w, "faults stopped at %lld ms, and at %lld ms %d of %d rows have not reached their "
-                  "end; the first, %s (%s), is %s (lease owner %d, until %lld)", (long long)w->fault_end,
-                  (long long)w->now, wrong, w->n_rows, x->id,
+                  "end (ordering %s); the first, %s (%s), is %s (lease owner %d, until %lld)",
+                  (long long)w->fault_end, (long long)w->now, wrong, w->n_rows,
+                  w->per_aggregate ? "per_aggregate" : "none", x->id,
                   x->kind == K_VALID ? "valid" : x->kind == K_POISON ? "refused by the broker client" : "breaks a rule",
                   status_names[x->status], x->owner, (long long)x->lease_until);
+}
+
+/* Rows per_aggregate ordering never claims: behind a FAILED row of their
+ * aggregate (they stay PENDING until someone repairs it). */
+static int held_rows(const struct sim_world *w)
+{
+    int n = 0;
+    for (int i = 0; i < w->n_rows && w->per_aggregate; i++) {
+        int held = 0;
+        for (int j = 0; j < i; j++)
+            held |= w->rows[j].status == S_FAILED && strcmp(w->rows[j].atype, w->rows[i].atype) == 0 &&
+                    strcmp(w->rows[j].aid, w->rows[i].aid) == 0;
+        n += held && w->rows[i].status == S_PENDING;
+    }
+    return n;
 }
 
 /* Runs one schedule. Returns 0 when every invariant held. */
@@ -249,7 +291,7 @@ static int run(struct sim_world *w, uint64_t seed, int verbose)
         }
         while (w->n_visible < w->n_rows && w->rows[w->n_visible].insert_at <= w->now)
             w->rows[w->n_visible++].visible = 1; /* insertion order is index order */
-        if (w->quiet && w->unresolved == 0)
+        if (w->quiet && w->unresolved == held_rows(w))
             break;
         if (w->now > w->deadline || ++steps > 2000000) {
             final_checks(w);
@@ -311,7 +353,7 @@ int main(int argc, char **argv)
 #endif
     if (getenv("SC_SIM_SCHEDULES"))
         count = strtoull(getenv("SC_SIM_SCHEDULES"), NULL, 10);
-    int verbose = 0, single = 0;
+    int verbose = 0, single = 0, no_ordering = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             first = strtoull(argv[++i], NULL, 10);
@@ -323,8 +365,10 @@ int main(int argc, char **argv)
             count = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--verbose") == 0) {
             verbose = 1;
+        } else if (strcmp(argv[i], "--no-ordering") == 0) {
+            no_ordering = 1;
         } else {
-            fprintf(stderr, "usage: %s [--seed N [--verbose]] [--first N] [--schedules K]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seed N [--verbose]] [--first N] [--schedules K] [--no-ordering]\n", argv[0]);
             return 2;
         }
     }
@@ -332,6 +376,7 @@ int main(int argc, char **argv)
     memset(type_256, 'T', 256);
     sc_log_min_level = verbose ? SC_LOG_DEBUG : SC_LOG_ERROR + 1;
     static struct sim_world w;
+    w.no_ordering = no_ordering;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int failures = 0;
@@ -364,6 +409,11 @@ int main(int argc, char **argv)
             "confirms nacked, returned, late, missing and multiple");
         tap(st->drops > 0 && st->stalls > 0, "connections dropped, statements waited for locks");
         tap(st->refused > 0 && st->failed > 0, "rows refused by the broker client and rows marked FAILED");
+        if (!no_ordering)
+            tap(st->ordered_schedules > 0 && st->ordered_publishes > 0 && st->held > 0,
+                "per_aggregate ordering: %llu schedules, %llu publishes checked against their "
+                "aggregate's order, %llu rows held behind a FAILED row", st->ordered_schedules,
+                st->ordered_publishes, st->held);
     }
     printf("1..%d\n", n_tap);
     return failures ? 1 : 0;

@@ -80,12 +80,15 @@ struct sim_faults {
 struct sim_stats {
     unsigned long long schedules, steps, configs_refused, rows, published, failed, lease_lost,
         nacked, returned, unconfirmed, refused, unknown_commits, db_faults, drops, stalls, late,
-        multiple, reclaimed;
+        multiple, reclaimed, ordered_schedules, ordered_publishes, held;
 };
 
 struct sim_world {
     uint64_t seed, rng;
-    int verbose;
+    uint64_t rng_order; /* relay.ordering and aggregates: a stream of its own, so that
+                           --no-ordering replays every schedule as it was before it */
+    int verbose, no_ordering;
+    int per_aggregate;  /* relay.ordering "per_aggregate" */
     /* the config the real sc_config_parse accepted */
     int n_relays, batch, lease_ms, confirm_ms, poll_ms, heartbeat_ms, lock_wait_ms;
     struct sim_faults f, f_run;
@@ -103,6 +106,7 @@ struct sim_world {
 extern const struct sc_relay_ops sim_ops;
 
 uint64_t sim_rand(struct sim_world *w);
+uint64_t sim_rand_order(struct sim_world *w);
 int sim_chance(struct sim_world *w, double p);
 int64_t sim_range(struct sim_world *w, int64_t lo, int64_t hi); /* inclusive */
 

@@ -18,6 +18,14 @@ uint64_t sim_rand(struct sim_world *w)
     return z ^ (z >> 31);
 }
 
+uint64_t sim_rand_order(struct sim_world *w)
+{
+    uint64_t z = (w->rng_order += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 int sim_chance(struct sim_world *w, double p)
 {
     return p > 0 && (double)(sim_rand(w) >> 11) * 0x1.0p-53 < p;
@@ -174,6 +182,31 @@ static int rollback(void *io, struct sc_db_err *e)
     return 0;
 }
 
+static int same_aggregate(const struct sim_row *a, const struct sim_row *b)
+{
+    return strcmp(a->atype, b->atype) == 0 && strcmp(a->aid, b->aid) == 0;
+}
+
+/* relay.ordering per_aggregate, as the claim statements have it: x is the
+ * head of its aggregate (every earlier row PUBLISHED) and no row of its
+ * aggregate is FAILED. */
+static int aggregate_head(const struct sim_world *w, const struct sim_row *x)
+{
+    for (int i = 0; i < w->n_rows; i++) {
+        const struct sim_row *y = &w->rows[i];
+        if (y == x || !y->visible || !same_aggregate(x, y))
+            continue;
+        if (y->status == S_FAILED || (y < x && y->status != S_PUBLISHED))
+            return 0;
+    }
+    return 1;
+}
+
+static int claimable(const struct sim_world *w, const struct sim_row *x)
+{
+    return !w->per_aggregate || aggregate_head(w, x);
+}
+
 static void lease(struct sim_relay *r, struct sim_row *x)
 {
     struct sim_world *w = r->w;
@@ -206,7 +239,7 @@ static int claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err 
         for (int i = 0; i < w->n_rows; i++) {
             const struct sim_row *x = &w->rows[i];
             if (!taken[i] && x->visible && x->status == S_PUBLISHING && x->lease_until < r->clock &&
-                (best < 0 || x->lease_until < w->rows[best].lease_until))
+                claimable(w, x) && (best < 0 || x->lease_until < w->rows[best].lease_until))
                 best = i;
         }
         if (best < 0)
@@ -215,7 +248,7 @@ static int claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err 
         pick[n++] = &w->rows[best];
     }
     for (int i = 0; i < w->n_rows && n < max; i++)
-        if (w->rows[i].visible && w->rows[i].status == S_PENDING)
+        if (w->rows[i].visible && w->rows[i].status == S_PENDING && claimable(w, &w->rows[i]))
             pick[n++] = &w->rows[i];
     if (k >= 0) { /* at COMMIT */
         int applied = db_errors[k].cls == SC_DBERR_CONNECTION && sim_chance(w, 0.5);
@@ -434,6 +467,20 @@ static void check_body(struct sim_world *w, struct sim_row *x, const struct sc_p
     sc_event_free(&ev);
 }
 
+/* relay.ordering per_aggregate: a relay never publishes an event while an
+ * earlier one of its aggregate is not PUBLISHED (a repeat of a row already
+ * PUBLISHED included), so the broker's first acked copies of an aggregate
+ * come in created_at, event_id order. */
+static void check_order(struct sim_world *w, const struct sim_relay *r, const struct sim_row *x)
+{
+    w->st.ordered_publishes++;
+    for (const struct sim_row *y = w->rows; y < x; y++)
+        if (y->visible && same_aggregate(x, y) && y->status != S_PUBLISHED)
+            sim_violation(w, "relay %d publishes %s of aggregate %s/%s while the earlier %s is %s", r->idx,
+                          x->id, x->atype, x->aid, y->id,
+                          y->status == S_PENDING ? "PENDING" : y->status == S_PUBLISHING ? "PUBLISHING" : "FAILED");
+}
+
 static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_t err_len)
 {
     struct sim_relay *r = io;
@@ -455,6 +502,8 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
         msgs[i].result = SC_PUB_PENDING;
         msgs[i].seq = c->next_seq++;
         check_body(w, x, &msgs[i]);
+        if (w->per_aggregate)
+            check_order(w, r, x);
         if (w->n_copies == w->cap_copies) {
             w->cap_copies = w->cap_copies ? w->cap_copies * 2 : 64;
             w->copies = realloc(w->copies, (size_t)w->cap_copies * sizeof *w->copies);

@@ -45,6 +45,13 @@ int main(void)
        "control characters and quotes are escaped");
     is_str(m.routing_key, "ORDER_ACCEPTED", "routing key is the event type");
     ok(m.mandatory && m.props->delivery_mode == AMQP_DELIVERY_PERSISTENT, "mandatory, persistent");
+    const amqp_table_t *h = &m.props->headers;
+    ok((m.props->_flags & AMQP_BASIC_HEADERS_FLAG) && h->num_entries == 1 &&
+           h->entries[0].key.len == 14 && memcmp(h->entries[0].key.bytes, "x-ordering-key", 14) == 0 &&
+           h->entries[0].value.kind == AMQP_FIELD_KIND_UTF8 &&
+           h->entries[0].value.value.bytes.len == strlen(subject) &&
+           memcmp(h->entries[0].value.value.bytes.bytes, subject, strlen(subject)) == 0,
+       "header x-ordering-key is the aggregate_id, byte for byte");
     sc_relay_row_clear(&r);
 
     r = row("ORDER", "bad \xff byte", "T", "{}");
