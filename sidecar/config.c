@@ -59,6 +59,7 @@ struct table {
 #define REL(m) offsetof(struct sc_relay_config, m)
 #define BND(m) offsetof(struct sc_binding, m)
 #define EFF(m) offsetof(struct sc_inspect_effect, m)
+#define ORD(m) offsetof(struct sc_ordering_config, m)
 
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
@@ -66,6 +67,7 @@ static const char *const content_modes[] = {"structured", "binary", NULL};
 static const char *const orderings[] = {"none", "per_aggregate", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
+static const char *const on_dead_letters[] = {"hold", "skip", NULL};
 
 static const struct field amqp_fields[] = {
     {.key = "url", .type = F_STR_LIST, .off = CFG(amqp_urls), .count_off = CFG(n_amqp_urls), .def_doc = "required",
@@ -135,6 +137,23 @@ static const struct field inspect_effect_fields[] = {
 };
 static const struct table inspect_effect_table = {inspect_effect_fields, N(inspect_effect_fields),
                                                   sizeof(struct sc_inspect_effect)};
+static const struct field ordering_fields[] = {
+    {.key = "key", .type = F_STR, .off = ORD(key), .required = 1, .def_doc = "required",
+     .help = "what orders: `subject`, or `data/<JSON Pointer>` (`data/order/id`: RFC 6901 into "
+             "`data`); events of one key take effect in arrival order, other keys in parallel "
+             "([contract.md](contract.md#per-key-order))"},
+    {.key = "partitions", .type = F_INT, .off = ORD(partitions), .min = 1, .max = SC_PARTITIONS_MAX,
+     .def_int = 1,
+     .help = "1: the queue itself, single active consumer; N: queues `<queue>.p0` … spread by "
+             "header `x-ordering-key` through the consistent-hash exchange `<queue>.ordering`"},
+    {.key = "on_dead_letter", .type = F_STR, .off = ORD(on_dead_letter), .def_str = "hold",
+     .choices = on_dead_letters,
+     .help = "`hold`: a dead-lettered event holds its key (later events dead-lettered `held "
+             "behind <event_id>` until `sidecar dlq replay --key`; table `consumer_held_key`); "
+             "`skip`: only the failing event"},
+};
+static const struct table ordering_table = {ordering_fields, N(ordering_fields),
+                                            sizeof(struct sc_ordering_config)};
 
 static const struct field consumer_fields[] = {
     {.key = "name", .type = F_STR, .off = CON(name), .required = 1, .def_doc = "required",
@@ -192,6 +211,10 @@ static const struct field consumer_fields[] = {
              "whose string or number is the `subject`"},
     {.key = "inspect_effects", .type = F_OBJ_ARR, .off = CON(inspect_effects),
      .count_off = CON(n_inspect_effects), .sub = &inspect_effect_table},
+    {.key = "ordering", .type = F_OBJ, .off = CON(ordering), .sub = &ordering_table,
+     .def_doc = "none (no order kept)",
+     .help = "`{key, partitions, on_dead_letter}`: per-key order, retries in place "
+             "([contract.md](contract.md#per-key-order))"},
 };
 static const struct table consumer_table = {consumer_fields, N(consumer_fields),
                                             sizeof(struct sc_consumer_config)};
@@ -789,6 +812,21 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
                         k->plain_subject);
         if (validate_inspect_effects(k, i, err, err_len))
             return -1;
+        if (k->ordering.present) {
+            const char *key = k->ordering.key;
+            if (strcmp(key, "subject") != 0 &&
+                (strncmp(key, "data/", 5) != 0 || !sc_json_pointer_valid(key + 4)))
+                return fail(err, err_len, "consumers[%zu].ordering.key: \"%s\" is neither "
+                            "\"subject\" nor \"data/<JSON Pointer>\" (\"data/order/id\", with ~0 "
+                            "for ~ and ~1 for /)", i, key);
+            /* A partition queue is consumed by one worker (single active
+             * consumer per queue): more workers than queues would idle. */
+            if (k->workers > k->ordering.partitions)
+                return fail(err, err_len, "consumers[%zu].workers: %d is more than "
+                            "ordering.partitions (%d): each partition queue has one active "
+                            "consumer, the other workers would only wait", i, k->workers,
+                            k->ordering.partitions);
+        }
     }
     return 0;
 }

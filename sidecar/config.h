@@ -9,6 +9,8 @@
 /* The most deliveries in one consumer transaction and rows in one relay
  * claim (the bound of consumers[].batch_max and relay.batch). */
 #define SC_BATCH_LIMIT 1000
+/* The most partition queues of an ordered consumer. */
+#define SC_PARTITIONS_MAX 64
 
 struct sc_binding {
     char *exchange;
@@ -27,6 +29,14 @@ struct sc_inspect_effect {
 /* The most entries of inspect_effects, and of its columns. */
 #define SC_INSPECT_EFFECTS_MAX 8
 #define SC_INSPECT_COLUMNS_MAX 32
+
+/* consumers[].ordering: present = per-key order (consume/order.c). */
+struct sc_ordering_config {
+    int present;
+    char *key;                 /* "subject" or "data/<RFC 6901 pointer>" */
+    int partitions;            /* queues spread by the consistent-hash exchange */
+    char *on_dead_letter;      /* "hold" or "skip" */
+};
 
 struct sc_consumer_config {
     char *name;
@@ -50,6 +60,7 @@ struct sc_consumer_config {
     char *plain_subject;       /* plain: RFC 6901 pointer into the body for subject, or NULL */
     struct sc_inspect_effect *inspect_effects;
     size_t n_inspect_effects;
+    struct sc_ordering_config ordering;
 };
 
 struct sc_relay_config {

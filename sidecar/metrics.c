@@ -288,6 +288,15 @@ char *sc_metrics_render(void)
         for (int i = 0; i < n; i++)
             emit(&o, "sidecar_consumer_cancelled_total{consumer=\"%s\"} %llu\n",
                  esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->cancelled));
+        emit(&o, "# HELP sidecar_consumer_version_breaks_total Ordered consumers: events applied "
+                 "whose eventversion was not their key's last applied + 1 (gap: higher, "
+                 "regression: not higher).\n"
+                 "# TYPE sidecar_consumer_version_breaks_total counter\n");
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < 2; g++)
+                emit(&o, "sidecar_consumer_version_breaks_total{consumer=\"%s\",kind=\"%s\"} "
+                     "%llu\n", esc(consumers[i]->name, e, sizeof e), g ? "regression" : "gap",
+                     atomic_load(&consumers[i]->version_breaks[g]));
     }
     if (relay) {
         struct sc_relay_metrics *r = relay;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "admin.h"
+#include "consume/held.h"
 #include "io/amqp_conn.h"
 #include "io/db.h"
 #include "io/db_settings.h"
@@ -115,6 +116,9 @@ int sc_check_run(const struct sc_config *cfg)
     if (sc_db_connect(&db, cfg, &e) == 0) {
         int parts = (cfg->n_consumers ? SC_SCHEMA_CONSUMER : 0) |
                     (cfg->relay.present ? sc_schema_relay_parts(cfg) : 0);
+        for (size_t i = 0; i < cfg->n_consumers; i++)
+            if (sc_held_mode(&cfg->consumers[i]))
+                parts |= SC_SCHEMA_HOLD;
         char why[512];
         int schema = parts ? sc_schema_check(&db, parts, why, sizeof why, &e) : 0;
         if (schema == 1) {
@@ -125,9 +129,10 @@ int sc_check_run(const struct sc_config *cfg)
                     e.code, e.msg);
             rc = 1;
         } else if (parts) {
+            int p = parts & ~SC_SCHEMA_HOLD;
             printf("mysql: schema has what %s needs\n",
-                   (parts & SC_SCHEMA_CONSUMER) && (parts & SC_SCHEMA_RELAY) ? "the consumers and the relay"
-                   : parts == SC_SCHEMA_CONSUMER                   ? "the consumers"
+                   (p & SC_SCHEMA_CONSUMER) && (p & SC_SCHEMA_RELAY) ? "the consumers and the relay"
+                   : p == SC_SCHEMA_CONSUMER                       ? "the consumers"
                                                                    : "the relay");
         }
         for (size_t i = 0; i < cfg->n_consumers; i++) {

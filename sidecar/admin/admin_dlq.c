@@ -6,10 +6,12 @@
 #include <time.h>
 
 #include "admin.h"
+#include "consume/order.h"
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
 #include "fault.h"
 #include "io/amqp_conn.h"
+#include "io/db_held.h"
 #include "lifecycle.h"
 
 #define DLQ_MAX 10000
@@ -126,43 +128,64 @@ static int dropped(amqp_bytes_t k, int replay)
         return 1;
     if (!replay)
         return 0;
+    /* A key's replay keeps each event's place among the key's dead
+     * letters (should it fail again) and marks itself anew. */
+    if (key_is(k, SC_H_REPLAY_KEY))
+        return 1;
+    if (replay == 2 && key_is(k, SC_H_HOLD_SEQ))
+        return 0;
     if (key_is(k, SC_H_ORIG_EXCHANGE) || key_is(k, SC_H_ORIG_ROUTING_KEY))
         return 0;
     return key_is(k, "x-death") || key_starts(k, "x-first-death-") ||
            key_starts(k, "x-last-death-") || key_starts(k, SC_H_PREFIX);
 }
 
-/* Publishes a copy of d, every header but the dropped ones, to queue through
- * the default exchange, mandatory, under confirms. Returns 1 when confirmed,
- * 0 when not (m_result says why), -1 when the connection failed. */
-static int publish_copy(struct sc_amqp *a, const struct dead *d, const char *queue, int replay,
-                        enum sc_publish_result *m_result, char *err, size_t err_len)
+/* Publishes a copy of d, every header but the dropped ones (replay 2: a
+ * key's replay, marked with SC_H_REPLAY_KEY = replay_key), to queue through
+ * the default exchange (or, exchange set, through that one), mandatory,
+ * under confirms. Returns 1 when confirmed, 0 when not (m_result says why),
+ * -1 when the connection failed. */
+static int publish_copy_via(struct sc_amqp *a, const struct dead *d, const char *exchange,
+                            const char *queue, int replay, const char *replay_key,
+                            enum sc_publish_result *m_result, char *err, size_t err_len)
 {
     const amqp_basic_properties_t *p = &d->msg.properties;
     amqp_basic_properties_t np = *p;
     const amqp_table_t *h = headers_of(p);
     amqp_table_entry_t *keep = NULL;
-    int nk = 0;
-    if (h && h->num_entries > 0) {
-        if (!(keep = calloc((size_t)h->num_entries, sizeof *keep))) {
-            snprintf(err, err_len, "out of memory");
-            *m_result = SC_PUB_FAILED;
-            return 0;
-        }
-        for (int j = 0; j < h->num_entries; j++)
-            if (!dropped(h->entries[j].key, replay))
-                keep[nk++] = h->entries[j];
+    int nk = 0, room = (h ? h->num_entries : 0) + 1;
+    if (!(keep = calloc((size_t)room, sizeof *keep))) {
+        snprintf(err, err_len, "out of memory");
+        *m_result = SC_PUB_FAILED;
+        return 0;
+    }
+    for (int j = 0; h && j < h->num_entries; j++)
+        if (!dropped(h->entries[j].key, replay))
+            keep[nk++] = h->entries[j];
+    if (replay_key) {
+        keep[nk].key = amqp_cstring_bytes(SC_H_REPLAY_KEY);
+        keep[nk].value.kind = AMQP_FIELD_KIND_UTF8;
+        keep[nk++].value.value.bytes = amqp_cstring_bytes(replay_key);
+    }
+    if (nk || h) {
+        np._flags |= AMQP_BASIC_HEADERS_FLAG;
         np.headers.num_entries = nk;
         np.headers.entries = keep;
     }
     sc_amqp_props_clear_ttl(&np); /* only the operator may let it expire */
-    struct sc_publish m = {.exchange = "", .routing_key = queue, .props = &np,
-                           .body = d->msg.body, .mandatory = 1};
+    struct sc_publish m = {.exchange = exchange ? exchange : "", .routing_key = queue,
+                           .props = &np, .body = d->msg.body, .mandatory = 1};
     err[0] = 0;
     int acked = sc_amqp_publish_confirmed(a, &m, 1, 10000, err, err_len);
     free(keep);
     *m_result = m.result;
     return acked < 0 ? -1 : acked == 1;
+}
+
+static int publish_copy(struct sc_amqp *a, const struct dead *d, const char *queue, int replay,
+                        enum sc_publish_result *m_result, char *err, size_t err_len)
+{
+    return publish_copy_via(a, d, NULL, queue, replay, NULL, m_result, err, err_len);
 }
 
 /* Acks tag, then makes one channel round trip (basic.qos, which changes
@@ -347,7 +370,11 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
          * copy to every queue bound to it, and a consumer whose
          * consumed_event rows were purged would apply it again. */
         enum sc_publish_result res;
-        int c = publish_copy(a, d, k->queue, 1, &res, err, sizeof err);
+        char ex[300] = "";
+        if (k->ordering.present && k->ordering.partitions > 1)
+            sc_amqp_ordering_exchange_name(k, ex, sizeof ex); /* the queue is its partitions */
+        int c = publish_copy_via(a, d, ex[0] ? ex : NULL, ex[0] ? "" : k->queue, 1, NULL, &res,
+                                 err, sizeof err);
         if (c != 1) {
             fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n", d->event_id,
                     sc_publish_result_name(res), err[0] ? ": " : "", err, k->dead_letter_queue);
@@ -380,17 +407,162 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
     return matched ? rc : 1;
 }
 
+/* One dead letter of the key, in the order a key's replay follows. */
+struct keyed {
+    struct dead *d;
+    int64_t seq;  /* x-sidecar-hold-seq, 0 when absent */
+    int pos;      /* its place in the DLQ */
+    char id[37];
+};
+
+static int by_hold_seq(const void *x, const void *y)
+{
+    const struct keyed *a = x, *b = y;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return a->pos - b->pos;
+}
+
+/* `replay CONSUMER --key K`: every dead letter of key K, in the order its
+ * events arrived (x-sidecar-hold-seq, then DLQ order), back to the
+ * consumer's stream (its partitions' exchange when it has several), each
+ * marked x-sidecar-replay-key. With the key held (on_dead_letter hold), the
+ * key's row is marked "replay pending" *before* the DLQ is read, so any
+ * event of K the consumer meets from then on that is not one of these copies
+ * is held too and keeps the key held after the replay; then replay_until is
+ * set to the last copy, whose effect releases the key. Returns the exit
+ * status. */
+static int replay_key(struct sc_amqp *a, const struct sc_config *cfg,
+                      const struct sc_consumer_config *k, const char *key)
+{
+    char err[512];
+    struct sc_db db = {0};
+    struct sc_db_err e = {0};
+    int held = 0, n = 0, rc = 1, state = 0;
+    int use_db = k->ordering.present && k->ordering.on_dead_letter &&
+                 strcmp(k->ordering.on_dead_letter, "hold") == 0;
+    if (!k->ordering.present) {
+        fprintf(stderr, "sidecar dlq replay --key: consumer '%s' has no ordering\n", k->name);
+        return 2;
+    }
+    if (use_db) {
+        if (sc_db_connect(&db, cfg, &e)) {
+            fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
+            return 1;
+        }
+        state = sc_db_held_start_replay(&db, k->name, key, "pending", &e);
+        if (state < 0) {
+            fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s\n",
+                    key, e.code, e.msg);
+            sc_db_close(&db);
+            return 1;
+        }
+        SC_FAULT("dlq.key_marked");
+    }
+    struct dead *ds = calloc(DLQ_MAX, sizeof *ds);
+    struct keyed *ks = calloc(DLQ_MAX, sizeof *ks);
+    if (!ds || !ks) {
+        fprintf(stderr, "sidecar dlq: out of memory\n");
+        goto out;
+    }
+    if (sc_amqp_confirm_select(a, err, sizeof err) ||
+        (n = browse(a, k, ds, DLQ_MAX, 0, NULL, 1, 1, NULL, &held, err, sizeof err)) < 0) {
+        fprintf(stderr, "sidecar dlq: %s\n", err);
+        n = 0;
+        goto out;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        amqp_envelope_t env;
+        memset(&env, 0, sizeof env);
+        env.message = ds[i].msg;
+        char kk[SC_ORDER_KEY_MAX + 1], why[256];
+        if (sc_order_key_id(k, &env, kk, sizeof kk, ks[m].id, why, sizeof why) != SC_ORDER_KEYED ||
+            strcmp(kk, key) != 0)
+            continue;
+        ks[m].d = &ds[i];
+        ks[m].pos = i;
+        ks[m].seq = sc_amqp_header_int(headers_of(&ds[i].msg.properties), SC_H_HOLD_SEQ, 0);
+        m++;
+    }
+    qsort(ks, (size_t)m, sizeof *ks, by_hold_seq);
+    if (use_db && state == 1 && m == 0) {
+        /* Nothing of the key left to replay: free it, unless an event
+         * arrived since the mark. */
+        if (sc_db_held_release(&db, k->name, key, "pending", &e)) {
+            fprintf(stderr, "sidecar dlq: releasing key '%s' failed: error %u: %s\n", key, e.code,
+                    e.msg);
+            goto out;
+        }
+        printf("no dead letter of key '%s' in %s: key released (unless an event of it arrived "
+               "meanwhile: then it stays held behind that one)\n", key, k->dead_letter_queue);
+        rc = 0;
+        goto out;
+    }
+    if (m == 0) {
+        fprintf(stderr, "sidecar dlq: no dead letter of key '%s' in %s\n", key,
+                k->dead_letter_queue);
+        goto out;
+    }
+    if (use_db && state == 1 &&
+        sc_db_held_start_replay(&db, k->name, key, ks[m - 1].id, &e) < 0) {
+        fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s\n", key,
+                e.code, e.msg);
+        goto out;
+    }
+    char ex[300] = "", q[300];
+    if (k->ordering.partitions > 1)
+        sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
+    snprintf(q, sizeof q, "%s", k->ordering.partitions > 1 ? "" : k->queue);
+    int replayed = 0;
+    rc = 0;
+    for (int i = 0; i < m; i++) {
+        enum sc_publish_result res;
+        int c = publish_copy_via(a, ks[i].d, ex[0] ? ex : NULL, q, 2, key, &res, err, sizeof err);
+        if (c != 1) {
+            fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it and the %d after it stay in "
+                    "%s; the key stays held: replay it again\n", ks[i].d->event_id,
+                    sc_publish_result_name(res), err[0] ? ": " : "", err, m - i - 1,
+                    k->dead_letter_queue);
+            rc = 1;
+            break;
+        }
+        if (ack_confirmed(a, ks[i].d->tag, err, sizeof err) == 0)
+            ks[i].d->tag = 0;
+        else
+            printf("replayed %s, but its DLQ copy may remain (%s): the consumer takes a second "
+                   "copy for a duplicate\n", ks[i].d->event_id, err);
+        replayed++;
+        printf("replayed %s (key '%s', %d of %d) to %s '%s'\n", ks[i].d->event_id, key, i + 1, m,
+               ex[0] ? "exchange" : "queue", ex[0] ? ex : k->queue);
+    }
+    printf("replayed %d of %d dead letter(s) of key '%s' in arrival order%s\n", replayed, m, key,
+           use_db && state == 1 ? "; the key is released once the last one is applied" : "");
+out:
+    if (ds) {
+        give_back(a, k, ds, n);
+        free_dead(ds, n);
+    }
+    free(ds);
+    free(ks);
+    if (use_db)
+        sc_db_close(&db);
+    return rc;
+}
+
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all]\n");
+        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all | --key KEY]\n");
         return 2;
     }
-    const char *verb = argv[0], *name = argv[1], *id = NULL;
+    const char *verb = argv[0], *name = argv[1], *id = NULL, *key = NULL;
     int all = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--id") == 0 && i + 1 < argc)
             id = argv[++i];
+        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            key = argv[++i];
         else if (strcmp(argv[i], "--all") == 0)
             all = 1;
         else {
@@ -404,14 +576,30 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar dlq: expected list, show or replay, got '%s'\n", verb);
         return 2;
     }
-    if ((show || replaying) && !id && !all) {
-        fprintf(stderr, "sidecar dlq %s: say which: --id EVENT_ID or --all\n", verb);
+    if (key && (!replaying || id || all)) {
+        fprintf(stderr, "sidecar dlq: --key goes with replay alone\n");
+        return 2;
+    }
+    if ((show || replaying) && !id && !all && !key) {
+        fprintf(stderr, "sidecar dlq %s: say which: --id EVENT_ID or --all%s\n", verb,
+                replaying ? " or --key KEY" : "");
         return 2;
     }
     const struct sc_consumer_config *k = sc_config_consumer(cfg, name);
     if (!k) {
         fprintf(stderr, "sidecar dlq: no consumer named '%s' in the config\n", name);
         return 2;
+    }
+    if (key) {
+        struct sc_amqp ka;
+        char kerr[512];
+        if (sc_amqp_connect(&ka, cfg, "sidecar dlq", kerr, sizeof kerr)) {
+            fprintf(stderr, "sidecar dlq: %s\n", kerr);
+            return 1;
+        }
+        int krc = replay_key(&ka, cfg, k, key);
+        sc_amqp_close(&ka);
+        return krc;
     }
     /* A UUID in the canonical form the logs show, whatever spelling was
      * typed; any other id as typed. */

@@ -100,9 +100,23 @@ static void delivery_begin(struct worker *w, struct delivery *d)
     const struct sc_consumer_config *k = w->c->k;
     int64_t count;
     d->attempt = attempt_of(&d->env, &count);
+    if (d->in_place > 0) {
+        /* Retries in place count on top of what the broker said. */
+        long long a = (long long)d->attempt + d->in_place;
+        d->attempt = a > SC_MAX_ATTEMPTS_SEEN ? SC_MAX_ATTEMPTS_SEEN : (int)a;
+    }
     d->mode = SC_MODE_STRUCTURED;
     d->items = &w->items[w->n_items];
     d->n_items = 0;
+    d->kept = d->again_ms = d->spent = 0;
+    if (d->refused) {
+        /* Never run: an ordered consumer cannot tell where it belongs. */
+        struct item *it = item_add(w, d, -1);
+        dead_before(it, 1);
+        snprintf(it->why, sizeof it->why, "%s", d->refused);
+        sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
+        return;
+    }
     size_t len = d->env.message.body.len;
     if (k->max_message_bytes > 0 && len > (size_t)k->max_message_bytes) {
         /* Never parsed (a parse would copy it again): the DLQ keeps it. */

@@ -51,6 +51,30 @@ static void last_error(struct worker *w, struct sc_db_err *e)
     sc_db_last_error(&w->db, e);
 }
 
+static int held_read(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
+                     struct sc_db_err *e)
+{
+    return sc_db_held_read(&w->db, w->c->k->name, keys, n, rows, e);
+}
+
+static int held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
+                     int64_t *seq, struct sc_db_err *e)
+{
+    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, replayed, seq, e);
+}
+
+static int held_in_replay(struct worker *w, const char *key, const char *event_id,
+                          struct sc_db_err *e)
+{
+    return sc_db_held_in_replay(&w->db, w->c->k->name, key, event_id, e);
+}
+
+static int held_release(struct worker *w, const char *key, const char *event_id,
+                        struct sc_db_err *e)
+{
+    return sc_db_held_release(&w->db, w->c->k->name, key, event_id, e);
+}
+
 static sc_handler_status handle(struct worker *w, const struct sc_event *ev, char *reason,
                                 size_t reason_len)
 {
@@ -87,7 +111,7 @@ static int publish_dead(struct worker *w, const struct item *it, const char *why
 {
     struct sc_member_copy m;
     return sc_republish_dead(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt, why,
-                             &it->lf);
+                             it->hold_seq, &it->lf);
 }
 
 static int publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)
@@ -118,6 +142,10 @@ const struct sc_batch_io sc_batch_io_real = {
     .in_transaction = in_transaction,
     .last_error = last_error,
     .replace_session = sc_worker_reset_db,
+    .held_read = held_read,
+    .held_hold = held_hold,
+    .held_in_replay = held_in_replay,
+    .held_release = held_release,
     .handle = handle,
     .has_batch = has_batch,
     .handle_batch = handle_batch,

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "io/db.h"
+#include "io/db_held.h"
 #include "sidecar/handler.h"
 
 struct worker;
@@ -28,6 +29,16 @@ struct sc_batch_io {
     int (*in_transaction)(struct worker *w);
     void (*last_error)(struct worker *w, struct sc_db_err *e);
     int (*replace_session)(struct worker *w); /* after a contract violation */
+    /* Held keys of an ordered consumer (io/db_held.h), on the same session,
+     * outside any batch transaction. */
+    int (*held_read)(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
+                     struct sc_db_err *e);
+    int (*held_hold)(struct worker *w, const char *key, const char *event_id, int replayed,
+                     int64_t *seq, struct sc_db_err *e);
+    int (*held_in_replay)(struct worker *w, const char *key, const char *event_id,
+                          struct sc_db_err *e);
+    int (*held_release)(struct worker *w, const char *key, const char *event_id,
+                        struct sc_db_err *e);
 
     /* The handler, on the session's connection. */
     sc_handler_status (*handle)(struct worker *w, const struct sc_event *ev, char *reason,

@@ -7,6 +7,28 @@
 #include "consume/batch_core.h"
 #include "lifecycle.h"
 #include "otel.h"
+#include "consume/held.h"
+
+/* A retry at max_attempts: dead instead, the reason saying so. */
+static void exhausted(const struct sc_consumer_config *k, struct item *it)
+{
+    char prefix[64];
+    int plen = snprintf(prefix, sizeof prefix, "attempts exhausted (%d of %d): ", it->attempt,
+                        k->max_attempts);
+    size_t keep = sizeof it->why - (size_t)plen - 1;
+    memmove(it->why + plen, it->why, keep);
+    it->why[sizeof it->why - 1] = 0;
+    memcpy(it->why, prefix, (size_t)plen);
+    it->d = D_DEAD;
+}
+
+/* The delay before attempt + 1. */
+static int retry_delay(const struct sc_consumer_config *k, int attempt)
+{
+    size_t step = (size_t)(attempt - 1) < k->n_retry_delays ? (size_t)(attempt - 1)
+                                                             : k->n_retry_delays - 1;
+    return k->retry_delays_ms[step];
+}
 
 /* Publishes a copy to the delay queue of its attempt, or to the DLQ once
  * attempts are exhausted (then it->d becomes D_DEAD). */
@@ -14,22 +36,14 @@ static int publish_retry(struct worker *w, struct item *it)
 {
     const struct sc_consumer_config *k = w->c->k;
     if (it->attempt >= k->max_attempts) {
-        char prefix[64];
-        int plen = snprintf(prefix, sizeof prefix, "attempts exhausted (%d of %d): ", it->attempt,
-                            k->max_attempts);
-        size_t keep = sizeof it->why - (size_t)plen - 1;
-        memmove(it->why + plen, it->why, keep);
-        it->why[sizeof it->why - 1] = 0;
-        memcpy(it->why, prefix, (size_t)plen);
-        it->d = D_DEAD;
+        exhausted(k, it);
         return w->io->publish_dead(w, it, it->why);
     }
-    size_t step = (size_t)(it->attempt - 1) < k->n_retry_delays ? (size_t)(it->attempt - 1)
-                                                                 : k->n_retry_delays - 1;
-    int rc = w->io->publish_retry(w, it, k->retry_delays_ms[step], it->why);
+    int delay = retry_delay(k, it->attempt);
+    int rc = w->io->publish_retry(w, it, delay, it->why);
     if (rc == 0)
         snprintf(it->why + strlen(it->why), sizeof it->why - strlen(it->why),
-                 " (retry in %d ms)", k->retry_delays_ms[step]);
+                 " (retry in %d ms)", delay);
     return rc;
 }
 
@@ -53,8 +67,13 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
     case D_RETRY:
         atomic_fetch_add(&out[SC_OUT_RETRIED], 1);
         it->lf.outcome = "retried";
-        sc_log(SC_LOG_WARN, &it->lf, "will retry (attempt %d of %d): %s", it->attempt + 1,
-               w->c->k->max_attempts, it->why);
+        if (it->dl->kept)
+            sc_log(SC_LOG_WARN, &it->lf, "will retry in place in %d ms (attempt %d of %d), its "
+                   "key waiting behind it: %s", it->dl->again_ms, it->attempt + 1,
+                   w->c->k->max_attempts, it->why);
+        else
+            sc_log(SC_LOG_WARN, &it->lf, "will retry (attempt %d of %d): %s", it->attempt + 1,
+                   w->c->k->max_attempts, it->why);
         break;
     case D_DEAD:
         atomic_fetch_add(&out[SC_OUT_DEAD_LETTERED], 1);
@@ -111,6 +130,89 @@ static int all_settled(const struct delivery *d)
     return 1;
 }
 
+/* An ordered consumer's batch (every delivery one event, possibly not
+ * consecutive on the channel: each is acked alone). A retry below
+ * max_attempts and an event without an outcome stay in hand (kept), to run
+ * again in place: no delay queue, no nack, so nothing of the key can
+ * overtake them. */
+static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
+                                int64_t committed_us)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    int failed = 0, copies_ok = 1, hold = sc_held_mode(k), db_failed = 0;
+    for (int j = 0; j < n; j++) {
+        struct delivery *d = &dls[j];
+        d->kept = d->again_ms = d->spent = 0;
+        for (int i = 0; i < d->n_items; i++) {
+            struct item *it = &d->items[i];
+            if (it->d == D_RETRY && it->attempt >= k->max_attempts)
+                exhausted(k, it);
+            if (it->d == D_RETRY) {
+                d->kept = d->spent = 1;
+                if (d->again_ms < retry_delay(k, it->attempt))
+                    d->again_ms = retry_delay(k, it->attempt);
+            } else if (it->d == D_REQUEUE) {
+                d->kept = 1;
+            }
+        }
+        if (d->kept) {
+            for (int i = 0; i < d->n_items; i++) {
+                struct item *it = &d->items[i];
+                if (it->d == D_RETRY || it->d == D_APPLIED)
+                    log_outcome(w, it, committed_us);
+                else if (it->d == D_REQUEUE && it->committing) {
+                    atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
+                    it->lf.outcome = "unknown";
+                    sc_log(SC_LOG_ERROR, &it->lf, "COMMIT failed, outcome unknown: kept in hand, "
+                           "runs again on a new session (its claim tells): %s", it->why);
+                } else if (it->d == D_REQUEUE) {
+                    it->lf.outcome = "returned";
+                    sc_log(SC_LOG_INFO, &it->lf, "no outcome (%s): kept in hand, runs again",
+                           it->ran ? "its transaction did not finish" : "it did not run");
+                }
+            }
+            continue;
+        }
+        for (int i = 0; i < d->n_items && copies_ok; i++) {
+            struct item *it = &d->items[i];
+            if (it->d != D_DEAD)
+                continue;
+            w->io->keep_alive(w);
+            struct sc_db_err e = {0};
+            /* The hold stands before its dead letter is acked: every later
+             * event of the key, here or in another instance, is held. */
+            if (hold && d->key &&
+                w->io->held_hold(w, d->key, d->event_id, d->replayed, &it->hold_seq, &e)) {
+                sc_log(SC_LOG_WARN, &it->lf, "could not record that key '%.100s' is held (error "
+                       "%u: %s): kept in hand, runs again on a new session", d->key, e.code,
+                       e.msg);
+                d->kept = 1;
+                db_failed = 1;
+                d->again_ms = 1000;
+                break;
+            }
+            if (w->io->publish_dead(w, it, it->why) != 0)
+                copies_ok = 0; /* left unacked: the reset returns it and what follows */
+            else
+                it->republished = 1;
+        }
+        if (d->kept || !copies_ok || !all_settled(d))
+            continue;
+        failed |= w->io->ack(w, d->env.delivery_tag, 0) != 0;
+        for (int i = 0; i < d->n_items; i++)
+            log_outcome(w, &d->items[i], committed_us);
+        /* The replay's last event applied: the key goes free (unless an
+         * event came during the replay). Failing here, the next event of
+         * the key releases it. */
+        struct sc_db_err e = {0};
+        if (hold && d->replayed && d->key && d->n_items == 1 && d->items[0].d != D_DEAD &&
+            w->io->held_release(w, d->key, d->event_id, &e))
+            sc_log(SC_LOG_WARN, &d->items[0].lf, "releasing key '%.100s' after its replay failed "
+                   "(error %u: %s): its next event releases it", d->key, e.code, e.msg);
+    }
+    return failed || !copies_ok ? NEXT_RESET : db_failed ? NEXT_DB_LOST : NEXT_CONTINUE;
+}
+
 /* Republishes what goes to a delay queue or the DLQ — a batch member as a
  * structured copy of that member alone — then acks each delivery whose
  * events are all settled. With every delivery of the batch settled one
@@ -119,6 +221,8 @@ static int all_settled(const struct delivery *d)
  * its redelivery makes them. */
 enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t committed_us)
 {
+    if (w->c->k->ordering.present)
+        return settle_ordered(w, dls, n, committed_us);
     int copies_ok = 1, requeue = 0;
     for (int j = 0; j < n; j++) {
         struct delivery *d = &dls[j];

@@ -22,6 +22,7 @@
 #include "otel.h"
 #include "plugin.h"
 #include "consume/batch_io.h"
+#include "consume/held.h"
 #include "consume/worker.h"
 
 #define RECEIVE_POLL_MS 200
@@ -32,7 +33,7 @@
  * the session again (db_outage_hold_ms at most, counted from the first
  * loss) and runs the same batch on it, every delivery still in hand: no
  * nack, so no x-delivery-count spent on an outage. */
-static enum next process_holding(struct worker *w, struct delivery *dls, int n)
+enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n)
 {
     enum next next = sc_batch_process(w, dls, n);
     if (next == NEXT_DB_HOLD)
@@ -149,7 +150,7 @@ static long consume_loop(struct worker *w, struct delivery *dls)
         if (closed)
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err); /* all requeued */
         else
-            next = process_holding(w, dls, n);
+            next = sc_consume_batch(w, dls, n);
         sc_batch_release(w);
         for (int i = 0; i < n; i++)
             amqp_destroy_envelope(&dls[i].env);
@@ -175,7 +176,7 @@ static void *worker_main(void *arg)
         unsigned code = 0;
         int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
-            handled = consume_loop(w, w->dls);
+            handled = w->c->k->ordering.present ? sc_consume_ordered(w) : consume_loop(w, w->dls);
         /* Closing the channel returns every unacked delivery to the queue. */
         sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
@@ -232,7 +233,11 @@ int sc_consume_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: consumers: at least one consumer is required to consume\n");
         return 2;
     }
-    if (sc_schema_startup(cfg, SC_SCHEMA_CONSUMER))
+    int parts = SC_SCHEMA_CONSUMER;
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        if (sc_held_mode(&cfg->consumers[i]))
+            parts |= SC_SCHEMA_HOLD;
+    if (sc_schema_startup(cfg, parts))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-consume", oerr, sizeof oerr)) {

@@ -1,5 +1,7 @@
 #include "republish.h"
 
+#include "consume/order.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +116,8 @@ static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
 
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
                       const amqp_envelope_t *env, const struct sc_member_copy *member,
-                      int attempt, const char *why, const struct sc_log_fields *lf)
+                      int attempt, const char *why, int64_t hold_seq,
+                      const struct sc_log_fields *lf)
 {
     struct headers h;
     char failed_at[64];
@@ -126,6 +129,9 @@ int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
     headers_int(&h, SC_H_ATTEMPTS, attempt);
     headers_str(&h, SC_H_FAILED_AT, amqp_cstring_bytes(failed_at));
     headers_original_route(&h, env);
+    if (hold_seq > 0 && !sc_amqp_header_bytes(sc_delivery_headers(env), SC_H_HOLD_SEQ).len &&
+        sc_amqp_header_int(sc_delivery_headers(env), SC_H_HOLD_SEQ, -1) < 0)
+        headers_int(&h, SC_H_HOLD_SEQ, hold_seq);
     int rc = republish(out, env, member, k->dead_letter_queue, &h, lf);
     free(h.e);
     return rc;

@@ -27,11 +27,14 @@ struct sc_member_copy {
 
 /* A copy to k's dead-letter queue with the reason headers: the delivery as
  * it came (member NULL: body, properties and headers kept, so a replay
- * reproduces it), or one member of it. Returns 0 once the broker confirmed
+ * reproduces it), or one member of it. hold_seq > 0 (a held key's dead
+ * letter) adds x-sidecar-hold-seq unless the delivery has one already (a
+ * replayed copy keeps its place). Returns 0 once the broker confirmed
  * it (logged otherwise). */
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
                       const amqp_envelope_t *env, const struct sc_member_copy *member,
-                      int attempt, const char *why, const struct sc_log_fields *lf);
+                      int attempt, const char *why, int64_t hold_seq,
+                      const struct sc_log_fields *lf);
 
 /* A copy to the delay queue of delay_ms, counting attempt + 1. Returns 0
  * once the broker confirmed it (logged otherwise). */

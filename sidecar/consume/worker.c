@@ -202,15 +202,45 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
         snprintf(why, why_len, "broker (publisher): %s", err);
         return -1;
     }
-    snprintf(name, sizeof name, "sidecar-%s-%d", k->name, w->index);
     sc_worker_gauge(&w->c->m.amqp_connected, &w->up_amqp, 1);
-    if (sc_amqp_start_consume(&w->in, k->queue, k->prefetch, name, err, sizeof err)) {
-        snprintf(why, why_len, "broker: %s", err);
-        return -1;
+    char queues[600] = "";
+    for (int i = 0; i < sc_worker_queues(w); i++) {
+        char q[300];
+        sc_worker_queue(w, i, q, sizeof q);
+        snprintf(name, sizeof name, "sidecar-%s-%d%s%.20s", k->name, w->index, i ? "-" : "",
+                 i ? q + strlen(k->queue) + 1 : "");
+        if (sc_amqp_start_consume(&w->in, q, k->prefetch, name, err, sizeof err)) {
+            snprintf(why, why_len, "broker: %s", err);
+            return -1;
+        }
+        size_t len = strlen(queues);
+        snprintf(queues + len, sizeof queues - len, "%s%s", i ? ", " : "", q);
     }
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
     w->last_db_use_ms = sc_now_ms();
-    sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)",
-           w->index, k->queue, k->prefetch, w->db.thread_id);
+    sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)%s",
+           w->index, queues, k->prefetch, w->db.thread_id,
+           k->ordering.present ? "; ordered: single active consumer per queue, this one may wait "
+                                 "as a standby" : "");
     return 0;
+}
+
+int sc_worker_queues(const struct worker *w)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    if (!k->ordering.present || k->ordering.partitions == 1)
+        return 1;
+    /* Partition i goes to worker i % workers (workers <= partitions). */
+    int p = k->ordering.partitions, n = k->workers;
+    return p / n + (w->index < p % n);
+}
+
+void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    if (!k->ordering.present || k->ordering.partitions == 1) {
+        snprintf(out, out_len, "%s", k->queue);
+        return;
+    }
+    sc_amqp_partition_queue_name(k, w->index + i * k->workers, out, out_len);
 }

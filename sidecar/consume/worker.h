@@ -67,6 +67,18 @@ struct item;
 struct delivery {
     amqp_envelope_t env;
     int64_t received_us;
+    /* An ordered consumer's loop sets these before the batch: */
+    int in_place;         /* attempts it already spent in hand (retries in place) */
+    const char *refused;  /* dead-lettered unrun with this reason: no ordering key, or its
+                             key is held (held_why) */
+    const char *key;      /* its ordering key, or NULL */
+    const char *event_id; /* its event's id as the key was read, or NULL */
+    int replayed;         /* a copy `sidecar dlq replay --key` sent */
+    char held_why[64];    /* "held behind <event_id>" */
+    /* and the batch sets these for it: kept in hand (neither acked nor
+     * returned) to run again after again_ms; spent when that counts as an
+     * attempt (a retry), not when it had no outcome (it simply runs again). */
+    int kept, again_ms, spent;
     int attempt;
     enum sc_message_mode mode;
     struct item *items; /* its events, consecutive in the batch's item array */
@@ -91,6 +103,7 @@ struct item {
                              did not answer: outcome unknown */
     int committed;        /* its transaction's COMMIT succeeded */
     int republished;      /* its retry or dead-letter copy was confirmed */
+    int64_t hold_seq;     /* its key's hold sequence number for the dead letter (0: none) */
     struct sc_log_fields lf;
     char ev_sqlstate[6];
     char why[1024];
@@ -127,6 +140,20 @@ struct worker {
  * dls[0..n). With NEXT_DB_HOLD the caller makes a new database session and
  * calls it again with the same deliveries (w->holding set). */
 enum next sc_batch_process(struct worker *w, struct delivery *dls, int n);
+
+/* consumer.c: runs the batch; while its database session is gone before
+ * COMMIT, makes the session again and runs the same batch on it (the
+ * deliveries kept in hand). */
+enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n);
+
+/* ordered.c: an ordered consumer's loop (consume/order.h) until a
+ * connection fails or a stop is requested. Returns the deliveries handled. */
+long sc_consume_ordered(struct worker *w);
+
+/* worker.c: how many queues the worker consumes (an ordered consumer's
+ * partitions are shared out among its workers), and the i-th of them. */
+int sc_worker_queues(const struct worker *w);
+void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len);
 
 /* batch_begin.c: forgets the batch's state (parsed events) once its
  * deliveries are gone. */

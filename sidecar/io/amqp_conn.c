@@ -215,7 +215,7 @@ void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, 
 static int declare_queue(struct sc_amqp *a, const char *name, const char *type,
                          const amqp_table_entry_t *extra, int n_extra, char *err, size_t err_len)
 {
-    amqp_table_entry_t entries[4];
+    amqp_table_entry_t entries[5];
     int n = 0;
     for (int i = 0; i < n_extra; i++)
         entries[n++] = extra[i];
@@ -306,13 +306,96 @@ static int declare_dead_letter_queue(struct sc_amqp *a, const struct sc_consumer
     return 0;
 }
 
+void sc_amqp_partition_queue_name(const struct sc_consumer_config *k, int i, char *out,
+                                  size_t out_len)
+{
+    snprintf(out, out_len, "%s.p%d", k->queue, i);
+}
+
+void sc_amqp_ordering_exchange_name(const struct sc_consumer_config *k, char *out, size_t out_len)
+{
+    snprintf(out, out_len, "%s.ordering", k->queue);
+}
+
+/* An ordered stream's queue: one consumer at a time takes from it (the
+ * others wait as hot standbys), so its order is the queue's order. */
+static int declare_ordered_queue(struct sc_amqp *a, const struct sc_consumer_config *k,
+                                 const char *name, char *err, size_t err_len)
+{
+    amqp_table_entry_t sac;
+    sac.key = amqp_cstring_bytes("x-single-active-consumer");
+    sac.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+    sac.value.value.boolean = 1;
+    return declare_queue(a, name, k->queue_type, &sac, 1, err, err_len);
+}
+
+static int bind_queue(struct sc_amqp *a, const char *queue, const char *exchange, const char *key,
+                      char *err, size_t err_len)
+{
+    char what[600];
+    amqp_queue_bind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(queue),
+                    amqp_cstring_bytes(exchange), amqp_cstring_bytes(key), amqp_empty_table);
+    snprintf(what, sizeof what, "bind %.250s to %.250s (%.80s)", queue, exchange, key);
+    return reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
+}
+
+/* partitions > 1: the consistent-hash exchange <queue>.ordering (hashing
+ * header x-ordering-key), bound to every exchange of the bindings, spreads
+ * the keys over <queue>.p0 .. p<N-1>, each with one active consumer. Every
+ * partition has the same weight. */
+static int declare_partitions(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                              size_t err_len)
+{
+    char ex[300], q[300], what[700];
+    sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
+    amqp_table_entry_t hh;
+    hh.key = amqp_cstring_bytes("hash-header");
+    hh.value.kind = AMQP_FIELD_KIND_UTF8;
+    hh.value.value.bytes = amqp_cstring_bytes(SC_H_ORDERING_KEY);
+    amqp_table_t args = {1, &hh};
+    amqp_exchange_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(ex),
+                          amqp_cstring_bytes("x-consistent-hash"), 0, 1, 0, 0, args);
+    snprintf(what, sizeof what, "declare exchange %s (x-consistent-hash: is the plugin "
+             "rabbitmq_consistent_hash_exchange enabled?)", ex);
+    if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+        return -1;
+    for (int i = 0; i < k->ordering.partitions; i++) {
+        sc_amqp_partition_queue_name(k, i, q, sizeof q);
+        if (declare_ordered_queue(a, k, q, err, err_len) || bind_queue(a, q, ex, "1", err, err_len))
+            return -1;
+    }
+    for (size_t i = 0; i < k->n_bindings; i++) {
+        const struct sc_binding *b = &k->bindings[i];
+        amqp_exchange_bind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(ex),
+                           amqp_cstring_bytes(b->exchange), amqp_cstring_bytes(b->routing_key),
+                           amqp_empty_table);
+        snprintf(what, sizeof what, "bind exchange %s to %s (%s)", ex, b->exchange, b->routing_key);
+        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+            return -1;
+    }
+    return 0;
+}
+
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len)
 {
-    char what[300];
     for (size_t i = 0; i < k->n_bindings; i++)
         if (sc_amqp_declare_exchange(a, k->bindings[i].exchange, err, err_len))
             return -1;
+    if (k->ordering.present) {
+        /* Retries run in place (consume/order.h): no delay queues. */
+        if (declare_dead_letter_queue(a, k, err, err_len))
+            return -1;
+        if (k->ordering.partitions > 1)
+            return declare_partitions(a, k, err, err_len);
+        if (declare_ordered_queue(a, k, k->queue, err, err_len))
+            return -1;
+        for (size_t i = 0; i < k->n_bindings; i++)
+            if (bind_queue(a, k->queue, k->bindings[i].exchange, k->bindings[i].routing_key, err,
+                           err_len))
+                return -1;
+        return 0;
+    }
     if (declare_queue(a, k->queue, k->queue_type, NULL, 0, err, err_len) ||
         declare_dead_letter_queue(a, k, err, err_len))
         return -1;
@@ -334,15 +417,10 @@ int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config 
         if (declare_queue(a, name, k->queue_type, extra, 3, err, err_len))
             return -1;
     }
-    for (size_t i = 0; i < k->n_bindings; i++) {
-        const struct sc_binding *b = &k->bindings[i];
-        amqp_queue_bind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(k->queue),
-                        amqp_cstring_bytes(b->exchange), amqp_cstring_bytes(b->routing_key),
-                        amqp_empty_table);
-        snprintf(what, sizeof what, "bind %s to %s (%s)", k->queue, b->exchange, b->routing_key);
-        if (reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
+    for (size_t i = 0; i < k->n_bindings; i++)
+        if (bind_queue(a, k->queue, k->bindings[i].exchange, k->bindings[i].routing_key, err,
+                       err_len))
             return -1;
-    }
     return 0;
 }
 

@@ -12,6 +12,12 @@
 
 #define SC_AMQP_CHANNEL 1
 
+/* The header an ordered consumer's consistent-hash exchange hashes (the
+ * relay sets it to aggregate_id). */
+#ifndef SC_H_ORDERING_KEY
+#define SC_H_ORDERING_KEY "x-ordering-key"
+#endif
+
 struct sc_amqp {
     amqp_connection_state_t conn;
     uint64_t next_seq;     /* publish sequence number under confirms */
@@ -33,7 +39,9 @@ int sc_amqp_connected(const struct sc_amqp *a);
 
 /* Declares the exchanges of the bindings (durable topic), the queue (durable,
  * queue type), its bindings, the dead-letter queue and one delay queue per
- * retry step. */
+ * retry step. An ordered consumer: its queue (or, partitions > 1, the
+ * consistent-hash exchange and the partition queues) with
+ * x-single-active-consumer, the dead-letter queue, no delay queues. */
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len);
 
@@ -43,6 +51,12 @@ int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err,
 /* Name of the delay queue for a retry delay: "<queue>.retry.<ms>ms". */
 void sc_amqp_retry_queue_name(const struct sc_consumer_config *k, int delay_ms, char *out,
                               size_t out_len);
+
+/* An ordered consumer's partition queue i: "<queue>.p<i>"; the
+ * consistent-hash exchange that feeds them: "<queue>.ordering". */
+void sc_amqp_partition_queue_name(const struct sc_consumer_config *k, int i, char *out,
+                                  size_t out_len);
+void sc_amqp_ordering_exchange_name(const struct sc_consumer_config *k, char *out, size_t out_len);
 
 /* basic.qos + basic.consume with manual ack. */
 int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, const char *tag,

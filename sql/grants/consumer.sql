@@ -17,6 +17,9 @@ SET @sc_pw = NULL, @sc_sql = NULL;
 -- any consumer's consumed_event rows. Consumers whose handlers must not touch
 -- each other's history each get their own schema for consumed_event.
 GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
+-- ordered consumers holding keys (and `sidecar dlq replay --key`, run with the
+-- consumer's configuration)
+GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_key TO 'sidecar_consumer'@'%';
 -- the sample handler (handlers/notification_job)
 GRANT SELECT, INSERT ON app.notification_job TO 'sidecar_consumer'@'%';
 GRANT SELECT, INSERT ON app.order_event_log TO 'sidecar_consumer'@'%';

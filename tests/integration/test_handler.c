@@ -12,12 +12,16 @@
  *   LOCK_WAIT     locks t_locks row 3 (held by the test): RETRY on a lock wait
  *   KEEP...       (any type starting so) a t_event_seen row of exactly what the
  *                 handler was given: every attribute and data, byte for byte
+ *   ORDERED       a t_order_seen row (subject, eventversion) whose AUTO_INCREMENT
+ *                 number tells the order the effects were applied in
+ *   ORDERED_BLOCKED  RETRY while the file $SC_TEST_BLOCK_FILE exists, then ORDERED
  *   anything else the sample effect: a notification_job row */
 #include <mysql.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sidecar/handler.h"
 
@@ -91,11 +95,36 @@ static sc_handler_status keep(struct st_mysql *conn, const struct sc_event *ev, 
     return failed ? SC_HANDLER_RETRY : SC_HANDLER_OK;
 }
 
+/* One t_order_seen row: (event_id, subject, eventversion) in apply order. */
+static sc_handler_status ordered(struct st_mysql *conn, const struct sc_event *ev, char *reason,
+                                 size_t len)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql, "INSERT INTO t_order_seen (event_id, subject, version) VALUES "
+             "('%s', '%.100s', %lld)", ev->id, ev->subject ? ev->subject : "",
+             (long long)ev->eventversion);
+    if (mysql_real_query(conn, sql, strlen(sql))) {
+        snprintf(reason, len, "ordered: error %u: %s", mysql_errno(conn), mysql_error(conn));
+        return SC_HANDLER_RETRY;
+    }
+    return SC_HANDLER_OK;
+}
+
 static sc_handler_status handle(void *state, struct st_mysql *conn, const struct sc_event *ev,
                                 char *reason, size_t len)
 {
     (void)state;
     int calls = calls_for(ev->id);
+    if (strcmp(ev->type, "ORDERED_BLOCKED") == 0) {
+        const char *block = getenv("SC_TEST_BLOCK_FILE");
+        if (block && access(block, F_OK) == 0) {
+            snprintf(reason, len, "blocked while %s exists (call %d)", block, calls);
+            return SC_HANDLER_RETRY;
+        }
+        return ordered(conn, ev, reason, len);
+    }
+    if (strcmp(ev->type, "ORDERED") == 0)
+        return ordered(conn, ev, reason, len);
     if (strncmp(ev->type, "KEEP", 4) == 0)
         return keep(conn, ev, reason, len);
     if (strcmp(ev->type, "FLAKY") == 0 && calls <= 2) {

@@ -77,9 +77,24 @@ for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
 rc, out = run_sidecar_cmd(["relay"], relay_only, timeout=30)
 ok(rc == 2 and "apply sql/schema/009_outbox_trace.sql" in out and "traceparent" in out,
    "without 009 the relay refuses to start, naming it and the columns", detail=out[-600:])
+# An ordered consumer that holds keys needs consumer_held_key (010).
+for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
+    if not f.endswith("010_consumer_held_key.sql"):
+        apply(f)
+held_cfg = dict(consumer_only)
+held_cfg["consumers"] = [dict(cfg["consumers"][0], name="held-" + suffix(),
+                              ordering={"key": "subject"})]
+rc, out = run_sidecar_cmd(["consume"], held_cfg, timeout=30)
+is_eq(rc, 2, "an ordered consumer holding keys refuses a database without consumer_held_key")
+ok("consumer_held_key" in out and "010_consumer_held_key.sql" in out,
+   "naming the table and the migration", detail=out[-600:])
+rc, out = run_sidecar_cmd(["check"], cfg)
+is_eq(rc, 0, "a consumer that does not hold keys does not need it")
 
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
     apply(f)
+rc, out = run_sidecar_cmd(["check"], held_cfg)
+is_eq(rc, 0, "with 010 applied the holding consumer's check passes")
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "after the migrations, check passes")
 is_eq(query(f"SELECT COUNT(*) FROM {name}.outbox_event WHERE traceparent IS NULL AND tracestate IS NULL")[0][0], 1,

@@ -13,6 +13,16 @@
  *   sim_consume --seed S --verbose         one schedule, every step told
  *   --no-batches                           no batch-mode messages (the schedules as
  *                                          they were before batch mode)
+ *   --no-ordered                           no ordered consumers (the schedules as
+ *                                          they were before per-key order)
+ *   --break-order                          the per-key scheduler lets a key's later
+ *                                          events run beside its head (must fail)
+ *
+ * Ordered schedules (consumers[].ordering) drive the per-key scheduler
+ * (consume/order.c) in front of the same batch code: deliveries are held in
+ * hand, a batch takes at most one per key, retries run in place after their
+ * delay on a simulated clock, and per key nothing may commit while an
+ * earlier event of the key is unresolved.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +32,8 @@
 #include <time.h>
 
 #include "consume/batch_core.h"
+#include "consume/held.h"
+#include "consume/order.h"
 #include "consume/republish.h"
 #include "log.h"
 #include "tap.h"
@@ -40,6 +52,8 @@
 static uint64_t rng;
 static int verbose;
 static int no_batches; /* --no-batches: the schedules as they were before batch mode */
+static int no_ordered; /* --no-ordered: the schedules as they were before per-key order */
+static int break_order; /* --break-order: the scheduler ignores keys (the simulation must catch it) */
 
 static uint64_t next_u64(void)
 {
@@ -158,6 +172,14 @@ struct world {
     int involved[MAX_EVENTS];
     int batch_evs[ITEMS_CAP], n_batch_evs;
     int batches;         /* this schedule sends batch-mode messages */
+    /* per-key order */
+    int ordered;         /* the consumer is ordered (skip on dead letter) */
+    int key[MAX_EVENTS]; /* the event's key, -1: published without one */
+    int rank[MAX_EVENTS]; /* arrival order within its key: its first place in the queue */
+    int64_t now_ms;      /* the simulated clock the in-place retries wait on */
+    int hold;            /* on_dead_letter hold: consumer_held_key's stand-in below */
+    int held[MAX_EVENTS]; /* per key: 1 + the event it is held behind, 0: free */
+    int64_t hold_seq;
     /* the verdict */
     char failure[512];
 };
@@ -167,6 +189,7 @@ static struct world W;
 /* Over every schedule of the run: how much batch mode was driven. */
 static struct {
     unsigned long long batch_deliveries, member_copies, batch_acked_mixed, batch_returned;
+    unsigned long long ordered_schedules, in_place_retries, waited_behind;
 } stats;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -203,16 +226,41 @@ static int visible_claim(int ev)
     return v;
 }
 
+/* Per key, commit order is arrival order: an effect commits only when
+ * every earlier event of its key is resolved (applied or dead-lettered).
+ * An event of a batch whose handler broke the contract has no guarantee
+ * left (its claim may be committed without its effect): it counts as
+ * resolved, as it does for the effect checks. */
+static void check_order(int ev)
+{
+    if (!W.ordered || W.key[ev] < 0)
+        return;
+    /* Hold: once an event of a key is dead-lettered, no later one of it
+     * takes effect (there is no replay here). */
+    for (int e = 0; e < W.n_events && W.hold; e++)
+        if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && W.dlq[e] &&
+            !W.involved[e] && !W.involved[ev])
+            fail("event %d of key %d committed after event %d of its key was dead-lettered "
+                 "(the key is held)", ev, W.key[ev], e);
+    for (int e = 0; e < W.n_events; e++)
+        if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && !W.effects[e] &&
+            !W.dlq[e] && !W.involved[e])
+            fail("event %d of key %d committed while event %d, earlier of its key, is unresolved",
+                 ev, W.key[ev], e);
+}
+
 static void apply_ops(void)
 {
     for (int i = 0; i < W.n_ops; i++) {
         struct op *o = &W.ops[i];
-        if (o->kind == OP_CLAIM)
+        if (o->kind == OP_CLAIM) {
             W.claims[o->ev] = 1;
-        else if (o->kind == OP_UNCLAIM)
+        } else if (o->kind == OP_UNCLAIM) {
             W.claims[o->ev] = 0;
-        else
+        } else {
+            check_order(o->ev);
             W.effects[o->ev]++;
+        }
     }
     W.n_ops = 0;
 }
@@ -512,6 +560,62 @@ static int db_replace_session(struct worker *w)
     return 0;
 }
 
+/* consumer_held_key: committed at once, like the real statements. */
+static int key_index(const char *key)
+{
+    return key[0] == 'k' ? atoi(key + 1) : -1;
+}
+
+static int db_held_read(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
+                        struct sc_db_err *e)
+{
+    (void)w;
+    if (statement_fault(0, e))
+        return -1;
+    memset(rows, 0, sizeof *rows * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        int k = key_index(keys[i]);
+        if (k < 0 || k >= MAX_EVENTS || !W.held[k])
+            continue;
+        rows[i].found = 1;
+        snprintf(rows[i].held_behind, sizeof rows[i].held_behind, "%s", ids[W.held[k] - 1]);
+    }
+    ok_statement();
+    txn_end(0); /* ended with its ROLLBACK / COMMIT */
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
+                        int64_t *seq, struct sc_db_err *e)
+{
+    (void)w;
+    (void)replayed;
+    if (W.n_ops)
+        fail("a hold recorded inside a batch's transaction (its work not committed yet)");
+    if (statement_fault(1, e))
+        return -1;
+    int k = key_index(key);
+    if (k >= 0 && k < MAX_EVENTS && !W.held[k])
+        W.held[k] = 1 + event_of(event_id);
+    *seq = ++W.hold_seq;
+    ok_statement();
+    txn_end(0); /* ended with its ROLLBACK / COMMIT */
+    W.status_in_trans = 0;
+    return 0;
+}
+
+static int db_held_unused(struct worker *w, const char *key, const char *event_id,
+                          struct sc_db_err *e)
+{
+    (void)w;
+    (void)key;
+    (void)event_id;
+    (void)e;
+    fail("a replay's statement without a replay");
+    return -1;
+}
+
 /* ---- the stand-in handler --------------------------------------------------- */
 
 /* The handler's effect: one row, no unique key, so a second effect shows. */
@@ -777,6 +881,9 @@ static int b_publish_dead(struct worker *w, const struct item *it, const char *w
 static int b_publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)
 {
     (void)delay_ms;
+    if (W.ordered)
+        fail("an ordered consumer sent a retry through a delay queue: later events of its key "
+             "would overtake it");
     if (strstr(why, "read-only") && !strstr(why, "again for this delivery"))
         fail("an attempt spent on a read-only node: %s", why);
     return publish(w, it, 0);
@@ -797,6 +904,8 @@ static int settle_one(struct sent *d, enum dstate to)
 static int b_ack(struct worker *w, uint64_t tag, int multiple)
 {
     (void)w;
+    if (W.ordered && multiple)
+        fail("an ordered consumer acked with multiple: it would ack deliveries still in hand");
     if (W.faults && chance(W.fault_pct / 2 + 1)) {
         say("  fault: the ack could not be sent");
         return -1;
@@ -812,6 +921,9 @@ static int b_ack(struct worker *w, uint64_t tag, int multiple)
 static int b_nack(struct worker *w, uint64_t tag, int multiple)
 {
     (void)w;
+    if (W.ordered)
+        fail("an ordered consumer nacked tag %llu: the requeued event would come back behind "
+             "later ones of its key", (unsigned long long)tag);
     if (!multiple)
         return settle_one(delivery_of(tag), DS_NACKED);
     for (int i = 0; i < W.n_dl; i++)
@@ -829,11 +941,15 @@ static void b_keep_alive(struct worker *w)
 static void channel_close(void)
 {
     say("  channel closed: the broker returns what is unsettled");
-    for (int i = 0; i < W.n_dl; i++)
+    /* A classic queue puts them back in their places: last first, each at
+     * the head. (Unordered schedules keep the order they always had.) */
+    for (int k = 0; k < W.n_dl; k++) {
+        int i = W.ordered ? W.n_dl - 1 - k : k;
         if (W.dl[i].channel == W.channel && W.dl[i].st == DS_UNACKED) {
             W.dl[i].st = DS_CLOSED;
             requeue(W.dl[i].m);
         }
+    }
     W.channel++;
     W.next_tag = 1;
 }
@@ -849,6 +965,10 @@ static const struct sc_batch_io sim_io = {
     .in_transaction = db_in_transaction,
     .last_error = db_last_error,
     .replace_session = db_replace_session,
+    .held_read = db_held_read,
+    .held_hold = db_held_hold,
+    .held_in_replay = db_held_unused,
+    .held_release = db_held_unused,
     .handle = h_handle,
     .has_batch = h_has_batch,
     .handle_batch = h_handle_batch,
@@ -865,53 +985,93 @@ static amqp_table_entry_t headers[BATCH_MAX][2];
 
 static int event_body(char *out, size_t cap, int ev)
 {
+    if (ev >= 0 && W.ordered && W.key[ev] >= 0)
+        return snprintf(out, cap, "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\","
+                        "\"source\":\"S\",\"subject\":\"k%d\",\"data\":{\"n\":%d,\"k\":\"k%d\"}}",
+                        ids[ev], W.key[ev], ev, W.key[ev]);
     if (ev >= 0)
         return snprintf(out, cap, "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\","
                         "\"source\":\"S\",\"data\":{\"n\":%d}}", ids[ev], ev);
     return snprintf(out, cap, "{\"specversion\":\"1.0\",\"id\":\"nope\"}");
 }
 
-static void deliver(struct delivery *dl, int slot, struct msg m)
+/* The broker hands out m: env gets it, body and headers in the buffers
+ * given (spans: a batch's members). */
+static void deliver_env(amqp_envelope_t *env, char *body, size_t body_cap, amqp_table_entry_t *hdr,
+                        size_t (*spans)[2], struct msg m)
 {
     struct sent *d = &W.dl[W.n_dl++];
     *d = (struct sent){.m = m, .tag = W.next_tag++, .channel = W.channel, .st = DS_UNACKED};
-    memset(&dl->env, 0, sizeof dl->env);
+    memset(env, 0, sizeof *env);
     if (m.n_mem == 0) {
-        event_body(bodies[slot], sizeof bodies[slot], m.ev);
+        event_body(body, body_cap, m.ev);
     } else {
         /* Batch mode: a JSON array of structured events, with some
          * whitespace, so a member's span is more than a guess. */
-        size_t off = (size_t)snprintf(bodies[slot], sizeof bodies[slot], "[ ");
+        size_t off = (size_t)snprintf(body, body_cap, "[ ");
         for (int i = 0; i < m.n_mem; i++) {
             if (i)
-                off += (size_t)snprintf(bodies[slot] + off, sizeof bodies[slot] - off, " ,\n ");
-            member_spans[slot][i][0] = off;
-            off += (size_t)event_body(bodies[slot] + off, sizeof bodies[slot] - off, m.mem[i]);
-            member_spans[slot][i][1] = off;
+                off += (size_t)snprintf(body + off, body_cap - off, " ,\n ");
+            spans[i][0] = off;
+            off += (size_t)event_body(body + off, body_cap - off, m.mem[i]);
+            spans[i][1] = off;
         }
-        snprintf(bodies[slot] + off, sizeof bodies[slot] - off, " ]");
-        dl->env.message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
-        dl->env.message.properties.content_type = amqp_cstring_bytes(SC_CT_BATCH);
+        snprintf(body + off, body_cap - off, " ]");
+        env->message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
+        env->message.properties.content_type = amqp_cstring_bytes(SC_CT_BATCH);
     }
-    dl->env.delivery_tag = d->tag;
-    dl->env.redelivered = m.redelivered;
-    dl->env.message.body = amqp_cstring_bytes(bodies[slot]);
+    env->delivery_tag = d->tag;
+    env->redelivered = m.redelivered;
+    env->message.body = amqp_cstring_bytes(body);
     int nh = 0;
     if (m.attempt > 1) {
-        headers[slot][nh].key = amqp_cstring_bytes(SC_H_ATTEMPTS);
-        headers[slot][nh].value.kind = AMQP_FIELD_KIND_I32;
-        headers[slot][nh++].value.value.i32 = m.attempt;
+        hdr[nh].key = amqp_cstring_bytes(SC_H_ATTEMPTS);
+        hdr[nh].value.kind = AMQP_FIELD_KIND_I32;
+        hdr[nh++].value.value.i32 = m.attempt;
     }
     if (W.quorum && m.dcount > 0) {
-        headers[slot][nh].key = amqp_cstring_bytes("x-delivery-count");
-        headers[slot][nh].value.kind = AMQP_FIELD_KIND_I64;
-        headers[slot][nh++].value.value.i64 = m.dcount;
+        hdr[nh].key = amqp_cstring_bytes("x-delivery-count");
+        hdr[nh].value.kind = AMQP_FIELD_KIND_I64;
+        hdr[nh++].value.value.i64 = m.dcount;
     }
     if (nh) {
-        dl->env.message.properties._flags |= AMQP_BASIC_HEADERS_FLAG;
-        dl->env.message.properties.headers.num_entries = nh;
-        dl->env.message.properties.headers.entries = headers[slot];
+        env->message.properties._flags |= AMQP_BASIC_HEADERS_FLAG;
+        env->message.properties.headers.num_entries = nh;
+        env->message.properties.headers.entries = hdr;
     }
+}
+
+static void deliver(struct delivery *dl, int slot, struct msg m)
+{
+    dl->in_place = 0; /* what an ordered schedule left in the array */
+    dl->refused = NULL;
+    dl->key = dl->event_id = NULL;
+    dl->replayed = 0;
+    deliver_env(&dl->env, bodies[slot], sizeof bodies[slot], headers[slot], member_spans[slot], m);
+}
+
+/* An ordered consumer's delivery lives in hand across batches: its body
+ * and headers in a buffer of its own, freed when it leaves. */
+struct held_buf {
+    char body[1024];
+    amqp_table_entry_t hdr[2];
+    size_t spans[MAX_MEMBERS][2];
+};
+
+static int deliver_held(amqp_envelope_t *env, struct msg m)
+{
+    struct held_buf *b = malloc(sizeof *b);
+    if (!b) {
+        fail("out of memory");
+        return -1;
+    }
+    deliver_env(env, b->body, sizeof b->body, b->hdr, b->spans, m);
+    return 0;
+}
+
+static void drop_held(amqp_envelope_t *env)
+{
+    free(env->message.body.bytes); /* the held_buf it starts */
 }
 
 /* ---- invariants ------------------------------------------------------------- */
@@ -950,35 +1110,57 @@ static int on_its_way(int ev)
  * committed (applied now or before), a confirmed copy of that event, or
  * (a duplicate of a batch-mate) the batch-mate's copy in the DLQ or the
  * batch-mate still on its way. */
+static void check_delivery(struct sent *d, enum next r, int kept)
+{
+    if (kept && d->st != DS_UNACKED)
+        fail("delivery tag %llu kept in hand but settled with the broker",
+             (unsigned long long)d->tag);
+    if (d->st == DS_UNACKED && r != NEXT_RESET && !kept)
+        fail("delivery tag %llu left unsettled with the channel open",
+             (unsigned long long)d->tag);
+    if (d->m.n_mem) {
+        stats.batch_deliveries++;
+        stats.batch_returned += d->st == DS_NACKED || d->st == DS_CLOSED ||
+                                (d->st == DS_UNACKED && r == NEXT_RESET);
+    }
+    if (d->st != DS_ACKED)
+        return;
+    int copied = 0;
+    for (int j = 0; j < d->m.n_mem; j++)
+        copied += d->copied[j];
+    stats.batch_acked_mixed += copied > 0 && copied < d->m.n_mem;
+    int evs[MAX_MEMBERS], k = msg_events(&d->m, evs);
+    for (int j = 0; j < k; j++) {
+        int ev = evs[j];
+        if (ev < 0 ? !d->copied[j]
+                   : !W.claims[ev] && !d->copied[j] && !W.dlq[ev] && !W.involved[ev] &&
+                         !on_its_way(ev))
+            fail("delivery tag %llu acked with %s %d unsettled (no claim committed, no "
+                 "confirmed copy)", (unsigned long long)d->tag,
+                 d->m.n_mem ? "member" : "event", j);
+    }
+}
+
 static void check_batch(int first, int n, enum next r)
 {
-    for (int i = first; i < first + n; i++) {
-        struct sent *d = &W.dl[i];
-        if (d->st == DS_UNACKED && r != NEXT_RESET)
-            fail("delivery tag %llu left unsettled with the channel open",
-                 (unsigned long long)d->tag);
-        if (d->m.n_mem) {
-            stats.batch_deliveries++;
-            stats.batch_returned += d->st == DS_NACKED || d->st == DS_CLOSED ||
-                                    (d->st == DS_UNACKED && r == NEXT_RESET);
-        }
-        if (d->st != DS_ACKED)
-            continue;
-        int copied = 0;
-        for (int j = 0; j < d->m.n_mem; j++)
-            copied += d->copied[j];
-        stats.batch_acked_mixed += copied > 0 && copied < d->m.n_mem;
-        int evs[MAX_MEMBERS], k = msg_events(&d->m, evs);
-        for (int j = 0; j < k; j++) {
-            int ev = evs[j];
-            if (ev < 0 ? !d->copied[j]
-                       : !W.claims[ev] && !d->copied[j] && !W.dlq[ev] && !W.involved[ev] &&
-                             !on_its_way(ev))
-                fail("delivery tag %llu acked with %s %d unsettled (no claim committed, no "
-                     "confirmed copy)", (unsigned long long)d->tag,
-                     d->m.n_mem ? "member" : "event", j);
-        }
-    }
+    for (int i = first; i < first + n; i++)
+        check_delivery(&W.dl[i], r, 0);
+    check_store();
+}
+
+static struct sent *sent_of(uint64_t tag)
+{
+    for (int i = W.n_dl - 1; i >= 0; i--)
+        if (W.dl[i].tag == tag && W.dl[i].channel == W.channel)
+            return &W.dl[i];
+    fail("unknown delivery tag %llu", (unsigned long long)tag);
+    return &W.dl[0];
+}
+
+static void check_ordered_batch(const struct delivery *ds, int n, enum next r)
+{
+    for (int j = 0; j < n; j++)
+        check_delivery(sent_of(ds[j].env.delivery_tag), r, ds[j].kept && r != NEXT_RESET);
     check_store();
 }
 
@@ -1095,6 +1277,133 @@ static void add_batch_messages(uint64_t seed)
     rng = main_rng;
 }
 
+/* Per-key order, drawn from a stream of its own so that an unordered
+ * schedule is the schedule it always was: keys for the events (now and then
+ * one without), the key's source (subject or a data pointer), and each
+ * event's rank in its key: its first place in the queue. */
+static void add_order(uint64_t seed)
+{
+    uint64_t main_rng = rng;
+    rng = seed ^ 0x0dde7ed0c0ffee11ULL;
+    W.ordered = !no_ordered && chance(40);
+    int n_keys = 1 + pick(4);
+    for (int ev = 0; ev < W.n_events; ev++)
+        W.key[ev] = chance(8) ? -1 : pick(n_keys);
+    W.hold = chance(50);
+    kcfg.ordering = (struct sc_ordering_config){.present = W.ordered,
+                                                .key = chance(50) ? "subject" : "data/k",
+                                                .partitions = 1,
+                                                .on_dead_letter = W.hold ? "hold" : "skip"};
+    W.hold &= W.ordered;
+    for (int ev = 0; ev < W.n_events; ev++)
+        W.rank[ev] = MAX_MSGS;
+    for (int i = W.n_queue - 1; i >= 0; i--)
+        if (W.queue[i].n_mem == 0 && W.queue[i].ev >= 0)
+            W.rank[W.queue[i].ev] = i;
+    rng = main_rng;
+}
+
+/* An ordered consumer's loop, the way sidecar/consume/ordered.c runs it:
+ * deliveries taken into the in-hand set (at most prefetch), a batch of what
+ * may run now, the kept ones back in their places with their delays on the
+ * simulated clock; a reset returns everything in hand. */
+static void run_ordered(struct worker *w, int fault_batches)
+{
+    struct sc_order o;
+    int idx[BATCH_MAX];
+    if (sc_order_init(&o, 2 + pick(7))) {
+        fail("out of memory");
+        return;
+    }
+    stats.ordered_schedules++;
+    for (int b = 0; b < 600 && !W.failure[0]; b++) {
+        if (b == fault_batches) {
+            W.faults = 0;
+            say("-- faults stop");
+        }
+        int room = o.cap - o.n, avail = W.n_queue < room ? W.n_queue : room;
+        int take = avail ? pick(avail + 1) : 0;
+        if (o.n == 0 && avail && take == 0)
+            take = 1;
+        if (W.n_dl + take > MAX_DELIVERIES) {
+            fail("too many deliveries");
+            break;
+        }
+        for (int i = 0; i < take; i++) {
+            struct sc_order_slot *sl = sc_order_add(&o);
+            if (deliver_held(&sl->env, W.queue[0])) {
+                o.n--;
+                break;
+            }
+            memmove(&W.queue[0], &W.queue[1], sizeof W.queue[0] * (size_t)--W.n_queue);
+            sl->received_us = W.now_ms * 1000;
+            sc_order_classify(&kcfg, sl);
+            if (break_order && sl->kind == SC_ORDER_KEYED) {
+                /* Every delivery its own key: a key's later events run beside
+                 * (and before) its head. */
+                snprintf(sl->key, sizeof sl->key, "tag%llu",
+                         (unsigned long long)sl->env.delivery_tag);
+                sl->hash = sc_order_hash(sl->key);
+            }
+        }
+        if (o.n == 0 && W.n_queue == 0)
+            break;
+        int64_t next_due;
+        int n = sc_order_pick(&o, W.now_ms, 1 + pick(BATCH_MAX), idx, &next_due);
+        stats.waited_behind += (unsigned long long)(o.n - n);
+        if (n == 0) {
+            if (next_due != INT64_MAX)
+                W.now_ms = next_due; /* nothing may run: time passes */
+            continue;
+        }
+        sc_order_batch(&o, idx, n, dls);
+        struct sc_db_err he = {0};
+        if (W.hold && sc_held_check(w, dls, n, &he)) {
+            say("  the held keys could not be read: a new session, nothing runs");
+            new_session("held keys unread");
+            continue;
+        }
+        W.n_batch_evs = 0;
+        for (int j = 0; j < n; j++)
+            W.batch_evs[W.n_batch_evs++] = sent_of(dls[j].env.delivery_tag)->m.ev;
+        if (verbose) {
+            char line[512];
+            int off = 0;
+            for (int j = 0; j < n; j++) {
+                const struct sent *d = sent_of(dls[j].env.delivery_tag);
+                off += snprintf(line + off, sizeof line - (size_t)off, " %d(key %d, tag %llu, "
+                                "in place %d)", d->m.ev, d->m.ev >= 0 ? W.key[d->m.ev] : -1,
+                                (unsigned long long)d->tag, dls[j].in_place);
+            }
+            say("t=%lld ms, %d in hand, batch %d:%s", (long long)W.now_ms, o.n, b, line);
+        }
+        enum next r = run_batch(w, n);
+        say("  -> %s", r == NEXT_CONTINUE ? "continue" : r == NEXT_DB_LOST ? "db lost" : "reset");
+        check_ordered_batch(dls, n, r);
+        for (int j = 0; j < n; j++)
+            stats.in_place_retries += dls[j].kept && dls[j].spent;
+        sc_batch_release(w);
+        if (r == NEXT_RESET) {
+            channel_close();
+            for (int i = 0; i < o.n; i++)
+                drop_held(&o.slots[i].env);
+            o.n = 0;
+            new_session("after a reset");
+        } else {
+            sc_order_after(&o, idx, dls, n, W.now_ms, drop_held);
+            if (r == NEXT_DB_LOST)
+                new_session("db lost");
+        }
+        check_nothing_lost();
+        W.now_ms += pick(500);
+    }
+    if (!W.failure[0] && o.n)
+        fail("%d deliveries still in hand at the end of the schedule", o.n);
+    for (int i = 0; i < o.n; i++)
+        drop_held(&o.slots[i].env);
+    sc_order_free(&o);
+}
+
 static int run_schedule(uint64_t seed)
 {
     memset(&W, 0, sizeof W);
@@ -1128,17 +1437,22 @@ static int run_schedule(uint64_t seed)
         W.queue[i] = W.queue[j];
         W.queue[j] = t;
     }
-    add_batch_messages(seed);
+    add_order(seed);
+    if (!W.ordered)
+        add_batch_messages(seed);
     say("seed %llu: %d events, %d messages%s, faults %d%%, %s queue, handle_batch %s, "
-        "max_attempts %d, poison event %d", (unsigned long long)seed, W.n_events, W.n_queue,
+        "max_attempts %d, poison event %d%s", (unsigned long long)seed, W.n_events, W.n_queue,
         W.batches ? " (batch-mode messages among them)" : "", W.fault_pct,
-        W.quorum ? "quorum" : "classic", W.has_batch ? "yes" : "no", W.max_attempts, W.poison);
+        W.quorum ? "quorum" : "classic", W.has_batch ? "yes" : "no", W.max_attempts, W.poison,
+        W.ordered ? ", ordered consumer" : "");
 
     struct worker w = {.c = &consumer, .io = &sim_io, .items = items, .items_cap = ITEMS_CAP,
                        .reasons = reasons};
     int fault_batches = 5 + pick(40);
     W.faults = 1;
-    for (int b = 0; b < 400 && !W.failure[0]; b++) {
+    if (W.ordered)
+        run_ordered(&w, fault_batches);
+    for (int b = 0; b < 400 && !W.failure[0] && !W.ordered; b++) {
         if (b == fault_batches) {
             W.faults = 0;
             say("-- faults stop");
@@ -1229,9 +1543,13 @@ int main(int argc, char **argv)
             verbose = 1;
         } else if (strcmp(argv[i], "--no-batches") == 0) {
             no_batches = 1;
+        } else if (strcmp(argv[i], "--no-ordered") == 0) {
+            no_ordered = 1;
+        } else if (strcmp(argv[i], "--break-order") == 0) {
+            break_order = 1;
         } else {
             fprintf(stderr, "usage: %s [--seeds N] [--first S] | --seed S [--verbose] "
-                    "[--no-batches]\n", argv[0]);
+                    "[--no-batches] [--no-ordered] [--break-order]\n", argv[0]);
             return 2;
         }
     }
@@ -1303,6 +1621,9 @@ int main(int argc, char **argv)
            "with some members applied and others copied, %llu member copies confirmed\n",
            stats.batch_deliveries, stats.batch_returned, stats.batch_acked_mixed,
            stats.member_copies);
+    printf("# per-key order: %llu ordered schedules, %llu retries in place, %llu deliveries "
+           "waited in hand behind their key's head or its delay\n", stats.ordered_schedules,
+           stats.in_place_retries, stats.waited_behind);
     if (failed)
         printf("not ok %d - consumer core simulation: %llu of %llu schedules broke an invariant "
                "(first: seed %llu)\n", one ? 1 : 3, (unsigned long long)failed, (unsigned long long)count,

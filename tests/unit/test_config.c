@@ -342,5 +342,47 @@ int main(void)
     refused(EFFECT("{\"table\":\"t\",\"columns\":[],\"x\":1}"), "consumers[0].inspect_effects[0].x: unknown key",
             "an unknown key in an effect");
 #undef EFFECT
+    /* Per-key order. */
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[" CONSUMER "]}", &c, err, 0) == 0 &&
+           !c.consumers[0].ordering.present,
+       "no ordering section: no order kept");
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+             "\"ordering\":{\"key\":\"subject\",\"on_dead_letter\":\"skip\"}}]}", &c, err, 0) == 0 &&
+           c.consumers[0].ordering.present && strcmp(c.consumers[0].ordering.key, "subject") == 0 &&
+           c.consumers[0].ordering.partitions == 1,
+       "ordering by subject: one partition (%s)", err);
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+             "\"workers\":2,\"ordering\":{\"key\":\"data/order/id\",\"partitions\":4,"
+             "\"on_dead_letter\":\"skip\"}}]}", &c, err, 0) == 0 &&
+           c.consumers[0].ordering.partitions == 4 &&
+           strcmp(c.consumers[0].ordering.on_dead_letter, "skip") == 0,
+       "ordering by a data pointer, 4 partitions, skip (%s)", err);
+    sc_config_free(&c);
+    ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+             "\"ordering\":{\"key\":\"subject\"}}]}", &c, err, 0) == 0 &&
+           strcmp(c.consumers[0].ordering.on_dead_letter, "hold") == 0,
+       "on_dead_letter is hold by default (%s)", err);
+    sc_config_free(&c);
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{\"key\":\"aggregate\"}}]}",
+            "consumers[0].ordering.key: \"aggregate\" is neither", "an ordering key of no kind");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{\"key\":\"data/a~2\"}}]}", "consumers[0].ordering.key",
+            "an ordering pointer with a bad ~ escape");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{}}]}", "consumers[0].ordering.key: required", "an ordering without key");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{\"key\":\"subject\",\"on_dead_letter\":\"drop\"}}]}",
+            "consumers[0].ordering.on_dead_letter", "on_dead_letter neither hold nor skip");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"ordering\":{\"key\":\"subject\",\"partitions\":0}}]}",
+            "consumers[0].ordering.partitions", "zero partitions");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\","
+            "\"workers\":3,\"ordering\":{\"key\":\"subject\",\"partitions\":2,"
+            "\"on_dead_letter\":\"skip\"}}]}",
+            "consumers[0].workers: 3 is more than ordering.partitions (2)",
+            "more workers than partition queues");
     return done();
 }

@@ -1,0 +1,243 @@
+/* Per-key order: the key of a delivery and the in-hand set that decides
+ * which deliveries may run now (order.h). */
+#include "consume/order.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consume/worker.h"
+#include "envelope/json_span.h"
+#include "envelope/message.h"
+
+uint64_t sc_order_hash(const char *key)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The key at pointer p into data_json: a string's text (its JSON escapes as
+ * written) or a number's. Returns 0, or -1 with why. */
+static int key_from_data(const char *data, size_t len, const char *p, char *key, size_t cap,
+                         char *why, size_t why_len)
+{
+    size_t a, b;
+    if (!data || sc_json_pointer_span(data, len, p, &a, &b) <= 0) {
+        snprintf(why, why_len, "no ordering key: data%.200s names nothing", p);
+        return -1;
+    }
+    const char *v = data + a;
+    size_t n = b - a;
+    if (*v == '"') {
+        v++;
+        n -= 2;
+    } else if (!(*v == '-' || (*v >= '0' && *v <= '9'))) {
+        snprintf(why, why_len, "no ordering key: data%.200s names %s, not a string or a number",
+                 p, *v == '{' ? "an object" : *v == '[' ? "an array" : *v == 'n' ? "null"
+                                                                               : "a boolean");
+        return -1;
+    }
+    if (n == 0 || n >= cap) {
+        snprintf(why, why_len, "no ordering key: data%.200s is %s", p,
+                 n ? "longer than 255 bytes" : "empty");
+        return -1;
+    }
+    memcpy(key, v, n);
+    key[n] = 0;
+    return 0;
+}
+
+enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                char *key, size_t key_cap, char *why, size_t why_len)
+{
+    char id[37];
+    return sc_order_key_id(k, env, key, key_cap, id, why, why_len);
+}
+
+enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                   char *key, size_t key_cap, char *id, char *why, size_t why_len)
+{
+    id[0] = 0;
+    /* The envelope is read here once more than the batch reads it: the key
+     * decides which batch the delivery may join, before any batch exists. */
+    const struct sc_message m = {.props = &env->message.properties, .body = env->message.body,
+                                 .exchange = env->exchange, .routing_key = env->routing_key};
+    const struct sc_envelope_opts o = sc_envelope_opts_for(k);
+    struct sc_message_events evs;
+    char reason[512];
+    enum sc_order_kind kind = SC_ORDER_OPEN;
+    key[0] = why[0] = 0;
+    if (k->max_message_bytes > 0 && env->message.body.len > (size_t)k->max_message_bytes)
+        return SC_ORDER_OPEN; /* the batch dead-letters it unread */
+    if (sc_message_open(&m, &o, &evs, reason, sizeof reason) == 0) {
+        struct sc_parsed_event ev;
+        if (evs.mode == SC_MODE_BATCH) {
+            snprintf(why, why_len, "a batch-mode message: an ordered consumer takes one event per "
+                     "message");
+            kind = SC_ORDER_UNKEYED;
+        } else if (sc_message_event(&m, &o, &evs, 0, &ev, reason, sizeof reason) == 0) {
+            const char *kk = k->ordering.key;
+            if (strcmp(kk, "subject") == 0) {
+                const char *s = ev.ev.subject;
+                size_t n = s ? strlen(s) : 0;
+                if (n == 0 || n >= key_cap) {
+                    snprintf(why, why_len, "no ordering key: %s", n ? "subject longer than 255 "
+                             "bytes" : "the event has no subject");
+                    kind = SC_ORDER_UNKEYED;
+                } else {
+                    memcpy(key, s, n + 1);
+                    kind = SC_ORDER_KEYED;
+                }
+            } else {
+                kind = key_from_data(ev.ev.data_json, ev.ev.data_json_len, kk + 4, key, key_cap,
+                                     why, why_len)
+                           ? SC_ORDER_UNKEYED
+                           : SC_ORDER_KEYED;
+            }
+            if (kind == SC_ORDER_KEYED)
+                snprintf(id, 37, "%s", ev.ev.id);
+            sc_event_free(&ev);
+        }
+    }
+    sc_message_events_free(&evs);
+    return kind;
+}
+
+void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot *s)
+{
+    s->kind = sc_order_key_id(k, &s->env, s->key, sizeof s->key, s->id, s->why, sizeof s->why);
+    s->hash = s->kind == SC_ORDER_KEYED ? sc_order_hash(s->key) : 0;
+    const amqp_basic_properties_t *p = &s->env.message.properties;
+    s->replayed = 0;
+    if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
+        for (int i = 0; i < p->headers.num_entries; i++) {
+            amqp_bytes_t name = p->headers.entries[i].key;
+            s->replayed |= name.len == strlen(SC_H_REPLAY_KEY) &&
+                           memcmp(name.bytes, SC_H_REPLAY_KEY, name.len) == 0;
+        }
+}
+
+int sc_order_init(struct sc_order *o, int cap)
+{
+    memset(o, 0, sizeof *o);
+    o->cap = cap;
+    o->seen_cap = 16;
+    while (o->seen_cap < 2 * cap)
+        o->seen_cap *= 2;
+    o->slots = calloc((size_t)cap, sizeof *o->slots);
+    o->seen = malloc((size_t)o->seen_cap * sizeof *o->seen);
+    o->versions = calloc(SC_ORDER_VERSIONS, sizeof *o->versions);
+    if (!o->slots || !o->seen || !o->versions) {
+        sc_order_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+void sc_order_free(struct sc_order *o)
+{
+    free(o->slots);
+    free(o->seen);
+    free(o->versions);
+    memset(o, 0, sizeof *o);
+}
+
+struct sc_order_slot *sc_order_add(struct sc_order *o)
+{
+    if (o->n == o->cap)
+        return NULL;
+    struct sc_order_slot *s = &o->slots[o->n++];
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+void sc_order_remove(struct sc_order *o, int i)
+{
+    memmove(&o->slots[i], &o->slots[i + 1], sizeof *o->slots * (size_t)(o->n - i - 1));
+    o->n--;
+}
+
+/* 1 when an earlier slot of s's key was seen in this pick (then s waits);
+ * else records s's key. */
+static int key_seen(struct sc_order *o, int i)
+{
+    const struct sc_order_slot *s = &o->slots[i];
+    size_t mask = (size_t)o->seen_cap - 1;
+    for (size_t at = (size_t)s->hash & mask;; at = (at + 1) & mask) {
+        int j = o->seen[at];
+        if (j < 0) {
+            o->seen[at] = i;
+            return 0;
+        }
+        if (o->slots[j].hash == s->hash && strcmp(o->slots[j].key, s->key) == 0)
+            return 1;
+    }
+}
+
+int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t *next_due_ms)
+{
+    int n = 0;
+    *next_due_ms = INT64_MAX;
+    for (int i = 0; i < o->seen_cap; i++)
+        o->seen[i] = -1;
+    for (int i = 0; i < o->n && n < max; i++) {
+        struct sc_order_slot *s = &o->slots[i];
+        /* Unkeyed and malformed deliveries are ordered with nothing: they
+         * are dead-lettered unrun, whenever they come. */
+        if (s->kind == SC_ORDER_KEYED && key_seen(o, i))
+            continue;
+        if (s->due_ms > now_ms) {
+            if (s->due_ms < *next_due_ms)
+                *next_due_ms = s->due_ms;
+            continue;
+        }
+        idx[n++] = i;
+    }
+    return n;
+}
+
+void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct delivery *dls)
+{
+    for (int j = 0; j < n; j++) {
+        const struct sc_order_slot *s = &o->slots[idx[j]];
+        memset(&dls[j], 0, sizeof dls[j]);
+        dls[j].env = s->env;
+        dls[j].received_us = s->received_us;
+        dls[j].in_place = s->in_place;
+        dls[j].refused = s->kind == SC_ORDER_UNKEYED ? s->why : NULL;
+        dls[j].key = s->kind == SC_ORDER_KEYED ? s->key : NULL;
+        dls[j].event_id = s->kind == SC_ORDER_KEYED ? s->id : NULL;
+        dls[j].replayed = s->replayed;
+    }
+}
+
+void sc_order_after(struct sc_order *o, const int *idx, const struct delivery *dls, int n,
+                    int64_t now_ms, void (*drop)(amqp_envelope_t *env))
+{
+    /* Last first: a removal moves only the slots after it. */
+    for (int j = n - 1; j >= 0; j--) {
+        struct sc_order_slot *s = &o->slots[idx[j]];
+        if (dls[j].kept) {
+            s->in_place += dls[j].spent;
+            s->due_ms = now_ms + dls[j].again_ms;
+            continue;
+        }
+        drop(&s->env);
+        sc_order_remove(o, idx[j]);
+    }
+}
+
+int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t *last)
+{
+    hash |= 1; /* never 0, the empty mark */
+    struct sc_order_version *v = &o->versions[hash % SC_ORDER_VERSIONS];
+    int known = v->hash == hash, rc = 0;
+    *last = known ? v->version : 0;
+    if (known && version != v->version + 1)
+        rc = version > v->version ? 1 : -1;
+    v->hash = hash;
+    v->version = version;
+    return rc;
+}

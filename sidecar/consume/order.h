@@ -1,0 +1,122 @@
+/* Per-key order (consumers[].ordering): the deliveries a worker holds in
+ * hand, in arrival order, and which of them may run now. A key's deliveries
+ * run one at a time, oldest first: a delivery runs only when no earlier one
+ * of its key is still in hand (unresolved: running, waiting out an in-place
+ * retry), so a later event of a key is never committed before an earlier
+ * one. Different keys run side by side in one batch.
+ *
+ * The in-hand set is bounded by the broker: prefetch unacked deliveries per
+ * queue the worker consumes. When one key's head keeps failing and its later
+ * events fill the prefetch, the broker stops delivering and the worker's
+ * queues stall until the head is resolved (applied, or dead-lettered at
+ * max_attempts). */
+#ifndef SC_CONSUME_ORDER_H
+#define SC_CONSUME_ORDER_H
+
+#include <amqp.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* The longest key: consumer_held_key.order_key is VARCHAR(255). */
+#define SC_ORDER_KEY_MAX 255
+
+/* What an ordered consumer does with a delivery, read before it runs. */
+enum sc_order_kind {
+    SC_ORDER_KEYED,   /* key set: in order with the other events of its key */
+    SC_ORDER_UNKEYED, /* no key (why set): dead-lettered with why, never run */
+    SC_ORDER_OPEN,    /* malformed as a message: the batch dead-lettered it (no key needed) */
+};
+
+/* The ordering key of a delivery for consumer k (k->ordering.present):
+ * `subject`, or the string or number at the pointer into `data` (a number as
+ * written). Returns the kind; key gets the key (NUL-terminated) when keyed,
+ * why the reason when unkeyed. A batch-mode message is unkeyed: an ordered
+ * consumer takes one event per message. */
+enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                char *key, size_t key_cap, char *why, size_t why_len);
+
+/* The same, with the event's id (id: 37 bytes) when keyed. */
+enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amqp_envelope_t *env,
+                                   char *key, size_t key_cap, char *id, char *why, size_t why_len);
+
+/* The header `sidecar dlq replay --key` puts on its copies (the key), and the
+ * one numbering a key's dead letters in arrival order while it is held. */
+#define SC_H_REPLAY_KEY "x-sidecar-replay-key"
+#define SC_H_HOLD_SEQ "x-sidecar-hold-seq"
+
+/* One delivery in hand. */
+struct sc_order_slot {
+    amqp_envelope_t env;
+    int64_t received_us;
+    enum sc_order_kind kind;
+    uint64_t hash;          /* of key */
+    char key[SC_ORDER_KEY_MAX + 1];
+    char why[256];          /* SC_ORDER_UNKEYED */
+    char id[37];            /* SC_ORDER_KEYED: its event's id */
+    int replayed;           /* it carries x-sidecar-replay-key (sidecar dlq replay --key) */
+    int in_place;           /* attempts it spent in hand (retries in place) */
+    int64_t due_ms;         /* not before (an in-place retry's delay) */
+};
+
+/* The last eventversion applied per key, for the most recent keys: a
+ * direct-mapped table by the key's 64-bit hash (a key whose entry another
+ * took is simply not checked next time). */
+#define SC_ORDER_VERSIONS 4096
+struct sc_order_version {
+    uint64_t hash;          /* 0: empty */
+    int64_t version;
+};
+
+/* The deliveries in hand, oldest first. */
+struct sc_order {
+    struct sc_order_slot *slots;
+    int n, cap;
+    int *seen;              /* pick()'s hash set of keys: seen_cap slot indexes, -1 empty */
+    int seen_cap;
+    struct sc_order_version *versions; /* SC_ORDER_VERSIONS */
+};
+
+/* An event of key hash was applied with this eventversion: 0 when it is
+ * the key's last + 1 or the key is not remembered, 1 for a gap (higher),
+ * -1 for a regression (not higher); *last gets the version remembered.
+ * Either way the key now remembers this one. */
+int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t *last);
+
+/* Room for cap deliveries. Returns 0, or -1 (out of memory). */
+int sc_order_init(struct sc_order *o, int cap);
+void sc_order_free(struct sc_order *o);
+
+/* The slot a new delivery goes in (the caller fills env, then calls
+ * sc_order_keyed), or NULL when cap are in hand. */
+struct sc_order_slot *sc_order_add(struct sc_order *o);
+
+/* Sets the slot's kind, key and hash from its delivery. */
+void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot *s);
+
+/* The hash of a key (FNV-1a). */
+uint64_t sc_order_hash(const char *key);
+
+/* Picks up to max slots that may run now: at most one per key, the oldest
+ * of its key in hand, and only once its delay is over. Fills idx with slot
+ * indexes in arrival order; returns how many. *next_due_ms gets the earliest
+ * time a waiting head becomes due (INT64_MAX: none waits). */
+int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t *next_due_ms);
+
+/* Removes slot i (its envelope is the caller's to destroy first), keeping
+ * the order of the rest. */
+void sc_order_remove(struct sc_order *o, int i);
+
+struct delivery;
+
+/* After a batch of the picked slots idx[0..n) ran as dls[0..n): a delivery
+ * the batch kept stays in hand, in its place, due again_ms from now (one
+ * more attempt spent when it was a retry); every other one is settled with
+ * the broker and leaves (drop gets its envelope). */
+void sc_order_after(struct sc_order *o, const int *idx, const struct delivery *dls, int n,
+                    int64_t now_ms, void (*drop)(amqp_envelope_t *env));
+
+/* Copies the picked slots into the batch's deliveries. */
+void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct delivery *dls);
+
+#endif
