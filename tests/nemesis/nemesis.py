@@ -13,12 +13,20 @@ nemesis' own ports and passes their environment. What runs:
               both through a TCP proxy in front of the database; a failed
               COMMIT is UNKNOWN and is reconciled by (tenant, request id)
   relays      two `sidecar relay`, worker ids nem-relay-1 and nem-relay-2
-  consumers   two `sidecar consume`, each with two consumers in one config:
+  updates     plain SQL again: later versions of committed orders
+              (ORDER_UPDATED, version n+1, the order row and its outbox row in
+              one transaction), so an aggregate has a stream of events
+  relays      both with relay.ordering per_aggregate
+  consumers   two `sidecar consume`, each with three consumers in one config:
               nem-jobs (the C sample handler, notification_job) and
               nem-effects (sql.so appending to nemesis_effect, which has no
               unique key: a doubled effect is two rows); one classic queue
               and one quorum queue (both quorum with --cluster, where a
-              classic queue dies with its node); workers 2
+              classic queue dies with its node); workers 2; and nem-ordered,
+              an ordered consumer (key subject, 2 partitions: single active
+              consumer queues, the other process a hot standby) appending
+              every version of every order to nemesis_effect: the checker
+              wants each order's effects in version order
   audit       a queue bound to the exchange with '#': every copy the relays
               got confirmed, with the time it was seen
 
@@ -53,7 +61,11 @@ from proxy import Proxy  # noqa: E402
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 EXCHANGE = "nem-orders"
 TENANT = "nem"
-CONSUMERS = ("nem-jobs", "nem-effects")
+UNORDERED = ("nem-jobs", "nem-effects")   # bound to ORDER_ACCEPTED only
+ORDERED = "nem-ordered"                      # every event of an order, in order
+CONSUMERS = UNORDERED + (ORDERED,)
+ORDERED_PARTITIONS = 2
+UPDATE_SHARE = 0.5   # updates per new order, on average
 AUDIT_QUEUE = "nem-audit"
 HEARTBEAT_S = 3
 LEASE_MS = 3000
@@ -216,10 +228,12 @@ def queue_messages(topo, queue):
 
 def queue_names(cluster):
     out = []
-    for c in CONSUMERS:
+    for c in UNORDERED:
         out.append(c)
         out += [f"{c}.retry.{d}ms" for d in RETRY_DELAYS_MS]
         out.append(c + ".dlq")
+    # an ordered consumer retries in place: no delay queues
+    out += [f"{ORDERED}.p{i}" for i in range(ORDERED_PARTITIONS)] + [ORDERED + ".dlq"]
     return out
 
 
@@ -321,13 +335,26 @@ def consumer_config(topo, name, urls_mysql, urls_amqp, cluster):
                "queue_type": "quorum",
                "prefetch": 32, "batch_max": 16, "workers": 2,
                "retry_delays_ms": RETRY_DELAYS_MS}
+    ordered = {"name": ORDERED, "queue": ORDERED,
+               "bindings": [{"exchange": EXCHANGE, "routing_key": "ORDER_ACCEPTED"},
+                            {"exchange": EXCHANGE, "routing_key": "ORDER_UPDATED"}],
+               "handler": os.environ["SC_SQL_HANDLER"],
+               "handler_config": {"events": {t: [
+                   {"sql": "INSERT INTO nemesis_effect (consumer_name, event_id, order_id, event_version, created_at)"
+                           f" VALUES ('{ORDERED}', ?, ?, ?, UTC_TIMESTAMP(6))",
+                    "params": ["id", "subject:int", "eventversion"]}] for t in ("ORDER_ACCEPTED", "ORDER_UPDATED")},
+                   "other_events": "ignore"},
+               "queue_type": "quorum" if cluster else "classic",
+               "ordering": {"key": "subject", "partitions": ORDERED_PARTITIONS, "on_dead_letter": "hold"},
+               "prefetch": 32, "batch_max": 16, "workers": 2,
+               "retry_delays_ms": RETRY_DELAYS_MS}
     return {"amqp": {"url": urls_amqp, "heartbeat_s": HEARTBEAT_S},
             "mysql": {"url": urls_mysql, "lock_wait_timeout_s": HEARTBEAT_S},
             "http": {"listen": "127.0.0.1:0"},
             # debug: the "received" line of every delivery, with its tag and
             # redelivered flag, is the consumer's side of --explain
             "log": {"level": "debug"},
-            "consumers": [jobs, effects]}
+            "consumers": [jobs, effects, ordered]}
 
 
 def relay_config(name, urls_mysql, urls_amqp):
@@ -336,6 +363,7 @@ def relay_config(name, urls_mysql, urls_amqp):
             "http": {"listen": "127.0.0.1:0"},
             "log": {"level": "info"},
             "relay": {"worker_id": name.replace("relay", "nem-relay"), "exchange": EXCHANGE, "batch": 50,
+                      "ordering": "per_aggregate",
                       "lease_ms": LEASE_MS, "poll_ms": 100, "confirm_timeout_ms": LEASE_MS // 3}}
 
 
@@ -356,8 +384,12 @@ class Producers:
         self.records = {}        # request_id -> final record
         self.lock = threading.Lock()
         self.c_pending = {}      # request_id -> tries so far (C producer requests not settled)
+        self.order_ids = []      # committed orders, the ones updates pick from
+        self.updates = {}        # event_id -> final record of an update (committed or not)
+        self.up_out = JsonlWriter(os.path.join(RUN_DIR, "updates.jsonl"))
         self.threads = [threading.Thread(target=self._sql_loop, name="sql-producer", daemon=True),
-                        threading.Thread(target=self._c_loop, name="c-producer", daemon=True)]
+                        threading.Thread(target=self._c_loop, name="c-producer", daemon=True),
+                        threading.Thread(target=self._update_loop, name="update-producer", daemon=True)]
 
     def url(self, k):
         return f"mysql://sidecar_producer:producer-secret@127.0.0.1:{self.proxies[k % len(self.proxies)].port}/app"
@@ -369,7 +401,112 @@ class Producers:
     def record(self, rec):
         with self.lock:
             self.records[rec["request_id"]] = rec
+            if rec.get("outcome") in ("committed", "already_accepted") and rec.get("order_id"):
+                self.order_ids.append(rec["order_id"])
         self.out.write(rec)
+
+    # -- later versions of committed orders: one aggregate, a stream of events.
+    # This thread is the only writer of orders.version, so after an UNKNOWN
+    # COMMIT the version it finds tells whether its update committed.
+    def _update_loop(self):
+        conn = None
+        node = 0
+        interval = 1.0 / (self.rate * UPDATE_SHARE)
+        rng = random.Random(self.rng.random())
+        while not self.stop.is_set():
+            t_start = now()
+            with self.lock:
+                ids = list(self.order_ids[-200:])
+            if ids:
+                # recent orders, so several versions of one order are in flight together
+                rec = {"producer": "update", "order_id": ids[rng.randrange(len(ids))], "t": t_start,
+                       "attempts": 0, "unknown": 0, "history": []}
+                conn, node = self._update_request(rec, conn, node)
+            wait = t_start + interval - now()
+            if wait > 0:
+                self.stop.wait(wait)
+
+    def _update_request(self, rec, conn, node):
+        deadline = now() + 120
+        hist = rec["history"]
+        eid, stage, version = None, "", None
+        while now() < deadline:
+            if conn is None:
+                try:
+                    conn = self._connect(node)
+                except pymysql.err.MySQLError as e:
+                    hist.append([now(), f"connect failed: {e.args[0] if e.args else e}"])
+                    node += 1
+                    time.sleep(0.5)
+                    continue
+            rec["attempts"] += 1
+            eid = str(uuid.uuid4())
+            stage = "statements"
+            version = None
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("START TRANSACTION")
+                    cur.execute("SELECT version FROM orders WHERE id = %s FOR UPDATE", (rec["order_id"],))
+                    version = cur.fetchone()[0] + 1
+                    cur.execute("UPDATE orders SET version = %s, status = 'UPDATED' WHERE id = %s",
+                                (version, rec["order_id"]))
+                    cur.execute("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type,"
+                                " event_version, payload, status, created_at) VALUES (%s, 'ORDER', %s,"
+                                " 'ORDER_UPDATED', %s, %s, 'PENDING', UTC_TIMESTAMP(6))",
+                                (eid, str(rec["order_id"]), version,
+                                 json.dumps({"orderId": rec["order_id"], "status": "UPDATED", "version": version})))
+                    stage = "commit"
+                    cur.execute("COMMIT")
+                self._update_done(rec, eid, version, "committed")
+                return conn, node
+            except pymysql.err.MySQLError as e:
+                code = e.args[0] if e.args else 0
+                hist.append([now(), f"attempt {rec['attempts']}: error {code} in {stage}"])
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                conn = None
+                if stage != "commit":
+                    time.sleep(0.2)
+                    continue
+                rec["unknown"] += 1
+                found = self._update_reconcile(rec, version, deadline, node)
+                if found is None:
+                    break
+                if found:
+                    self._update_done(rec, eid, version, "committed")
+                    return None, node
+                self._update_done(dict(rec, history=list(hist)), eid, version, "not_committed")
+                eid = None
+        # no answer: if the last COMMIT did commit, its event is one no
+        # record explains, and the checker says so
+        self._update_done(rec, eid if stage == "commit" else None, version, "abandoned")
+        return conn, node
+
+    def _update_reconcile(self, rec, version, deadline, node):
+        """True when the order is at the version the UNKNOWN COMMIT wrote."""
+        while now() < deadline:
+            try:
+                conn = self._connect(node)
+                with conn.cursor() as cur:
+                    cur.execute("SELECT version FROM orders WHERE id = %s", (rec["order_id"],))
+                    got = cur.fetchone()[0]
+                conn.close()
+                rec["history"].append([now(), f"reconciled: the order is at version {got}"])
+                return got == version
+            except pymysql.err.MySQLError:
+                node += 1
+                time.sleep(0.5)
+        return None
+
+    def _update_done(self, rec, eid, version, outcome):
+        r = dict(rec, event_id=eid, version=version, outcome=outcome)
+        with self.lock:
+            if eid:
+                self.updates[eid] = r
+        self.up_out.write(r)
+        return None
 
     # -- plain SQL, the way any language does it (docs/contract.md)
     def _connect(self, k):
@@ -916,7 +1053,7 @@ class Nemesis:
         than a lease), the queue and its delay queues are let run empty, and
         only then is it deleted: what the sidecars hold (prefetched, in a
         batch) must still be settled, and the queue must come back."""
-        q = CONSUMERS[r.randrange(len(CONSUMERS))]
+        q = UNORDERED[r.randrange(len(UNORDERED))]
         relays = [self.procs["relay-1"], self.procs["relay-2"]]
         for p in relays:
             p.signal(signal.SIGSTOP)
@@ -1025,6 +1162,7 @@ def setup_schema(topo):
     topo.sql("CREATE TABLE IF NOT EXISTS nemesis_effect ("
              " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
              " consumer_name VARCHAR(128) NOT NULL, event_id CHAR(36) NOT NULL, order_id BIGINT NOT NULL,"
+             " event_version INT NULL,"
              " created_at DATETIME(6) NOT NULL, KEY ix_nemesis_effect_event (event_id)"
              ") ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin")
     topo.sql("GRANT SELECT, INSERT ON app.nemesis_effect TO 'sidecar_consumer'@'%'")
@@ -1133,15 +1271,18 @@ def drained(topo, n_orders_hint=None):
         left = topo.sql("SELECT COUNT(*) FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')")[0][0]
         orders = topo.sql("SELECT COUNT(*) FROM orders WHERE tenant_id = %s", (TENANT,))[0][0]
         claims = topo.sql("SELECT COUNT(*) FROM orders o JOIN consumed_event c ON c.event_id = o.acceptance_event_id"
-                          " WHERE o.tenant_id = %s", (TENANT,))[0][0]
+                          " WHERE o.tenant_id = %s AND c.consumer_name IN %s", (TENANT, UNORDERED))[0][0]
+        events = topo.sql("SELECT COUNT(*) FROM outbox_event")[0][0]
+        ordered = topo.sql("SELECT COUNT(*) FROM consumed_event WHERE consumer_name = %s", (ORDERED,))[0][0]
     except Exception as e:  # noqa: BLE001
         return False, f"database: {e!r}"
     if left:
         return False, f"{left} outbox rows not PUBLISHED"
-    if claims < 2 * orders:
+    want = len(UNORDERED) * orders + events
+    if claims + ordered < want:
         dead = sum(queue_messages(topo, c + ".dlq") or 0 for c in CONSUMERS)
-        if claims + dead < 2 * orders:
-            return False, f"{claims} of {2 * orders} claims"
+        if claims + ordered + dead < want:
+            return False, f"{claims + ordered} of {want} claims"
     for q in queue_names(topo.cluster):
         if q.endswith(".dlq"):
             continue
@@ -1195,14 +1336,16 @@ def dump_rows(topo):
                                       (TENANT,), timeout=120)],
         "outbox": [list(r) for r in q("SELECT event_id, status, lease_owner, publish_attempts,"
                                       " DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ'),"
-                                      " DATE_FORMAT(published_at, '%Y-%m-%dT%H:%i:%s.%fZ') FROM outbox_event",
+                                      " DATE_FORMAT(published_at, '%Y-%m-%dT%H:%i:%s.%fZ'),"
+                                      " aggregate_id, event_version, event_type FROM outbox_event",
                                       timeout=120)],
         "consumed": [list(r) for r in q("SELECT consumer_name, event_id, DATE_FORMAT(consumed_at,"
                                         " '%Y-%m-%dT%H:%i:%s.%fZ') FROM consumed_event", timeout=120)],
         "jobs": [list(r) for r in q("SELECT event_id, order_id, DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ')"
                                     " FROM notification_job", timeout=120)],
         "effects": [list(r) for r in q("SELECT id, consumer_name, event_id, order_id,"
-                                       " DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ') FROM nemesis_effect",
+                                       " DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ'), event_version"
+                                       " FROM nemesis_effect",
                                        timeout=120)],
     }
     with open(os.path.join(RUN_DIR, "rows.json"), "w") as f:
@@ -1232,8 +1375,11 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     for oid, rid, eid, created in orders:
         by_event.setdefault(eid, []).append((oid, rid))
     outbox = {}
-    for eid, status, owner, attempts, created, published in rows["outbox"]:
+    event_of = {}  # event_id -> (aggregate_id, event_version)
+    for eid, status, owner, attempts, created, published, agg, ver, etype in rows["outbox"]:
         outbox.setdefault(eid, []).append((status, owner, attempts))
+        event_of[eid] = (agg, ver)
+    updates = {e: u for e, u in producers.updates.items() if u.get("outcome") == "committed"}
     claims = {c: {} for c in CONSUMERS}
     for cname, eid, at in rows["consumed"]:
         if cname in claims:
@@ -1241,9 +1387,12 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     jobs = {}
     for eid, oid, at in rows["jobs"]:
         jobs[eid] = jobs.get(eid, 0) + 1
-    effects = {}
-    for _, cname, eid, oid, at in rows["effects"]:
-        effects[eid] = effects.get(eid, 0) + 1
+    effects = {c: {} for c in CONSUMERS}
+    ordered_effects = {}  # order id -> [(row id, version, event id)]
+    for rid_, cname, eid, oid, at, ver in rows["effects"]:
+        effects.setdefault(cname, {})[eid] = effects.setdefault(cname, {}).get(eid, 0) + 1
+        if cname == ORDERED:
+            ordered_effects.setdefault(oid, []).append((rid_, ver, eid))
     dead = {}
     for d in dlq:
         dead.setdefault(d["event_id"], []).append(d)
@@ -1252,9 +1401,10 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
         if q.startswith("nem-") and q != AUDIT_QUEUE and not q.endswith(".dlq") and ready + unacked:
             queued[q] = ready + unacked
 
-    lost, doubled, stuck, dead_ids = {}, {}, {}, {}
-    for eid, os_ in by_event.items():
-        if len(os_) > 1:
+    lost, doubled, stuck, dead_ids, out_of_order = {}, {}, {}, {}, {}
+    for eid, os_ in list(by_event.items()) + [(e, None) for e in updates]:
+        bound = CONSUMERS if os_ is not None else (ORDERED,)
+        if os_ is not None and len(os_) > 1:
             doubled[eid] = f"{len(os_)} orders with one event id"
         ob = outbox.get(eid, [])
         if not ob:
@@ -1270,7 +1420,11 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
         why = []
         for cname in CONSUMERS:
             n = claims[cname].get(eid, 0)
-            e = jobs.get(eid, 0) if cname == "nem-jobs" else effects.get(eid, 0)
+            e = jobs.get(eid, 0) if cname == "nem-jobs" else effects[cname].get(eid, 0)
+            if cname not in bound:
+                if n or e:
+                    doubled[eid] = f"{cname} is not bound to updates but has {n} claims and {e} effects"
+                continue
             if n > 1 or e > 1:
                 doubled[eid] = f"{cname}: {n} consumed_event rows, {e} effect rows"
             elif n == 0 and e == 0:
@@ -1281,15 +1435,45 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
         if why and eid not in doubled:
             lost[eid] = "; ".join(why)
     # effects, claims or outbox rows no committed order explains
-    for eid, n in effects.items():
-        if eid not in by_event:
-            doubled[eid] = f"{n} effect rows without a committed order"
+    for cname, per in effects.items():
+        for eid, n in per.items():
+            if eid not in by_event and eid not in updates:
+                doubled[eid] = f"{cname}: {n} effect rows without a committed order or update"
     for eid in jobs:
         if eid not in by_event:
             doubled[eid] = "a notification_job without a committed order"
     for eid in outbox:
-        if eid not in by_event:
-            doubled.setdefault(eid, "an outbox row without a committed order")
+        if eid not in by_event and eid not in updates:
+            doubled.setdefault(eid, "an outbox row without a committed order or update")
+    # per-key order: the ordered consumer's effects of one order, in the
+    # order they were written, carry increasing versions
+    for oid, effs in ordered_effects.items():
+        effs.sort()
+        for (_, v0, e0), (_, v1, e1) in zip(effs, effs[1:]):
+            if v1 is None or v0 is None or v1 <= v0:
+                out_of_order[e1] = (f"{ORDERED}: order {oid} applied version {v1} after version {v0}"
+                                    f" ({' '.join(str(v) for _, v, _ in effs)})")
+                break
+    # and the relays' side: the first copy of each event on the audit queue
+    relay_order = {}
+    try:
+        seen_first = set()
+        last = {}
+        with open(audit_path) as f:
+            for line in f:
+                d = json.loads(line)
+                e = d["event_id"]
+                if e in seen_first or e not in event_of:
+                    continue
+                seen_first.add(e)
+                agg, ver = event_of[e]
+                if agg in last and ver <= last[agg]:
+                    relay_order[e] = f"relays published version {ver} of order {agg} after version {last[agg]}"
+                last[agg] = max(ver, last.get(agg, ver))
+    except OSError:
+        pass
+    for e, why in relay_order.items():
+        out_of_order.setdefault(e, why)
     for eid, ds in dead.items():
         if eid not in by_event:
             dead_ids[eid] = "; ".join(f"{d['consumer']}: {d['reason']}" for d in ds)
@@ -1305,7 +1489,8 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
                                                       f" {r['outcome']} but orders holds"
                                                       f" {order_by_req.get(r['request_id'])}")
     unsettled = [r for r in recs if r.get("outcome") not in ("committed", "already_accepted")]
-    unreconciled = [r for r in unsettled if r["request_id"] in order_by_req]
+    unsettled += [u for u in producers.updates.values() if u.get("outcome") == "abandoned"]
+    unreconciled = [r for r in unsettled if r.get("request_id") in order_by_req]
     unknown_orders = [rid for rid in order_by_req if rid not in known]
     sql_unknown = sum(r.get("unknown", 0) for r in recs if r["producer"] == "sql")
     c_reconciled = sum(1 for r in recs if r["producer"] == "c" and (r.get("reconciled") or 0) > 0)
@@ -1347,7 +1532,9 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
 
     summary = {
         "orders": len(by_event), "lost": len(lost), "doubled": len(doubled), "stuck": len(stuck),
-        "dead_lettered": len(dead_ids), "repeats": outcome.get("duplicate", 0), "faults": nem.count,
+        "dead_lettered": len(dead_ids), "out_of_order": len(out_of_order), "relay_out_of_order": len(relay_order),
+        "updates": len(updates), "ordered_keys_with_versions": sum(1 for e in ordered_effects.values() if len(e) > 1),
+        "repeats": outcome.get("duplicate", 0), "faults": nem.count,
         "faults_by_kind": nem.by_kind, "redelivered": redelivered, "consumer_unknown_commits": outcome.get("unknown", 0),
         "consumer_returned": outcome.get("returned", 0), "consumer_retried": outcome.get("retried", 0),
         "consumer_applied_lines": outcome.get("applied", 0),
@@ -1370,6 +1557,10 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
            f" stuck {len(stuck)}", "\n".join(f"{k}: {v}" for k, v in list(stuck.items())[:20]))
     tap.ok(not dead_ids, f"nothing dead-lettered: {len(dead_ids)}",
            "\n".join(f"{k}: {v}" for k, v in list(dead_ids.items())[:20]))
+    tap.ok(not out_of_order and summary["ordered_keys_with_versions"] > 0,
+           f"per order, the relays published and {ORDERED} applied versions in order: out of order"
+           f" {len(out_of_order)} ({summary['ordered_keys_with_versions']} orders with several versions,"
+           f" {len(updates)} updates)", "\n".join(f"{k}: {v}" for k, v in list(out_of_order.items())[:20]))
     tap.ok(not unreconciled and not unknown_orders,
            f"the producers' UNKNOWN outcomes all reconciled ({sql_unknown} UNKNOWN COMMITs on the SQL producer,"
            f" {c_reconciled} C requests reconciled; {len(unreconciled)} committed but never learned,"
@@ -1384,7 +1575,8 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     tap.ok(not self_exits, f"no sidecar process exited on its own ({len(self_exits)})",
            "\n".join(f"{n} at +{t - T0:.1f}s rc {rc}" for n, t, rc in self_exits))
     tap.ok(not bad_stops, f"every sidecar process stopped cleanly on SIGTERM ({bad_stops})")
-    classes = {"lost": lost, "doubled": doubled, "stuck": stuck, "dead_lettered": dead_ids}
+    classes = {"lost": lost, "doubled": doubled, "stuck": stuck, "dead_lettered": dead_ids,
+               "out_of_order": out_of_order}
     return summary, classes
 
 
@@ -1416,8 +1608,23 @@ def self_check(topo, procs, producers, nem, audit_path, rows, dlq, depths):
             o[1] = "PUBLISHING"
     d = list(dlq) + [{"consumer": "nem-jobs", "event_id": eids[4], "reason": "self-check", "attempts": 0,
                       "failed_at": ""}]
+    # two versions of one order applied the other way round
+    want_order = set()
+    planted = {o[0] for o in r["orders"] if o[2] in eids[:5]}
+    by_order = {}
+    for e in r["effects"]:
+        if e[1] == ORDERED and e[3] not in planted:
+            by_order.setdefault(e[3], []).append(e)
+    several = [sorted(v) for v in by_order.values() if len(v) > 1]
+    if several:
+        a, b = several[0][0], several[0][1]
+        a[0], b[0] = b[0], a[0]
+        want_order = {a[2]}
     s, cl = check(topo, procs, producers, nem, audit_path, r, d, depths, _QuietTap())
-    want = {"lost": {eids[0], eids[1]}, "doubled": {eids[2]}, "stuck": {eids[3]}, "dead_lettered": {eids[4]}}
+    want = {"lost": {eids[0], eids[1]}, "doubled": {eids[2]}, "stuck": {eids[3]}, "dead_lettered": {eids[4]},
+            "out_of_order": want_order}
+    if not want_order:
+        return False, "no order with two versions to plant a reordering in"
     got = {k: set(v) - {x for x in v if x.startswith("queue:")} for k, v in cl.items()}
     good = all(want[k] <= got[k] for k in want)
     extra = {k: len(got[k] - want[k]) for k in want}
@@ -1447,6 +1654,10 @@ def explain(run_dir, eid, out=sys.stdout):
         prod = [json.loads(l) for l in open(os.path.join(run_dir, "producer.jsonl"))]
     except OSError:
         pass
+    try:
+        prod += [json.loads(l) for l in open(os.path.join(run_dir, "updates.jsonl"))]
+    except OSError:
+        pass
     order = [o for o in rows.get("orders", []) if o[2] == eid]
     req_ids = {o[1] for o in order}
     p(f"event {eid}")
@@ -1457,9 +1668,10 @@ def explain(run_dir, eid, out=sys.stdout):
     events = []  # (t, text)
     for r in prod:
         if r.get("event_id") == eid or r.get("request_id") in req_ids:
-            p(f"  producer {r['producer']}: request {r['request_id']} -> {r.get('outcome')}"
+            p(f"  producer {r['producer']}: request {r.get('request_id', 'order ' + str(r.get('order_id')))}"
+              f" -> {r.get('outcome')}"
               f" (attempts {r.get('attempts')}, reconciled {r.get('reconciled')}, unknown {r.get('unknown', '-')})")
-            events.append((r["t"], f"producer {r['producer']}: request {r['request_id']} submitted"))
+            events.append((r["t"], f"producer {r['producer']}: request {r.get('request_id', '')} submitted"))
             for t, what in r.get("history", []):
                 events.append((t, f"producer {r['producer']}: {what}"))
     for ob in rows.get("outbox", []):
@@ -1592,7 +1804,7 @@ def main():
     tap = Tap()
     for p in procs.values():
         p.start()
-    if not tap.ok(wait_ready(procs), "two relays and two consume processes (2 consumers x 2 workers each) started"):
+    if not tap.ok(wait_ready(procs), "two relays and two consume processes (3 consumers x 2 workers each) started"):
         for p in procs.values():
             print("#   " + p.name + ": " + open(p.log_path(p.runs)).read()[-600:].replace("\n", "\n#   "))
         print(f"nemesis: orders=0 lost=0 doubled=0 stuck=0 dead_lettered=0 repeats=0 faults=0", flush=True)
@@ -1643,8 +1855,8 @@ def main():
     summary, classes = check(topo, procs, producers, nem, os.path.join(RUN_DIR, "audit.jsonl"), rows, dlq, depths, tap)
     good_check, what = self_check(topo, procs, producers, nem, os.path.join(RUN_DIR, "audit.jsonl"), rows, dlq,
                                   depths)
-    tap.ok(good_check, f"the checker finds a dropped effect, a dropped claim, a doubled effect, a stuck row and a"
-           f" dead letter planted in a copy of this run's rows ({what})")
+    tap.ok(good_check, f"the checker finds a dropped effect, a dropped claim, a doubled effect, a stuck row, a"
+           f" dead letter and two versions applied out of order planted in a copy of this run's rows ({what})")
     summary.update(seed=seed, seconds=a.seconds, mode=mode, drain_s=round(now() - t_drain, 1), drained=done_,
                    wall_s=round(now() - T0, 1))
     with open(os.path.join(RUN_DIR, "summary.json"), "w") as f:
@@ -1666,7 +1878,8 @@ def main():
     s = summary
     print(f"nemesis: orders={s['orders']} lost={s['lost']} doubled={s['doubled']} stuck={s['stuck']}"
           f" dead_lettered={s['dead_lettered']} repeats={s['repeats']} faults={s['faults']}", flush=True)
-    good = (s["lost"] == s["doubled"] == s["stuck"] == s["dead_lettered"] == 0 and s["repeats"] > 0
+    good = (s["lost"] == s["doubled"] == s["stuck"] == s["dead_lettered"] == s["out_of_order"] == 0
+            and s["repeats"] > 0
             and s["faults"] > 0 and tap.failed == 0)
     return 0 if good else 1
 
