@@ -70,9 +70,9 @@ ok("uq_consumed_event_identity" in out and "002_consumed_event.sql" in out,
 dbq(f"ALTER TABLE {name}.consumed_event ADD CONSTRAINT uq_consumed_event_identity "
     "UNIQUE (consumer_name, event_id)")
 
-# Every migration but the trace context's: the relay needs its columns.
+# Every migration but the trace context's (the relay needs its columns) and the held keys'.
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
-    if not f.endswith("009_outbox_trace.sql"):
+    if not f.endswith(("009_outbox_trace.sql", "010_consumer_held_key.sql")):
         apply(f)
 rc, out = run_sidecar_cmd(["relay"], relay_only, timeout=30)
 ok(rc == 2 and "apply sql/schema/009_outbox_trace.sql" in out and "traceparent" in out,
