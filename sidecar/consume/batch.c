@@ -29,6 +29,20 @@ static void reopen(struct item *items, int n)
  * effect); a claim that goes in means it never had an outcome, and it is
  * dead-lettered without running the handler. The probe is always rolled
  * back. */
+/* Another copy of item i's event runs in this batch (the relay published it
+ * twice, and this copy was returned often enough to pass the limit): that
+ * copy settles the event — committed, copied to a delay queue or the DLQ, or
+ * returned — so this one is its duplicate, not a dead letter. Its claim could
+ * not tell: the twin's claim is not committed yet. */
+static int twin_in_batch(const struct item *items, int n, int i)
+{
+    for (int j = 0; j < n; j++)
+        if (j != i && items[j].parsed && items[j].d == D_OPEN &&
+            strcmp(items[j].ev.ev.id, items[i].ev.ev.id) == 0)
+            return 1;
+    return 0;
+}
+
 static struct txn_end probe_over_limit(struct worker *w, struct item *items, int n)
 {
     struct txn_end end = {.t = TXN_EMPTY, .culprit = -1};
@@ -36,6 +50,10 @@ static struct txn_end probe_over_limit(struct worker *w, struct item *items, int
         struct item *it = &items[i];
         if (it->sticky != 2 || it->d != D_DEAD)
             continue;
+        if (twin_in_batch(items, n, i)) {
+            it->d = D_DUPLICATE;
+            continue;
+        }
         struct sc_db_err e = {0}, r = {0};
         w->io->keep_alive(w);
         int failed = w->io->claim(w, it->ev.ev.id, &e);
