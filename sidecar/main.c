@@ -67,8 +67,8 @@ static const struct command commands[] = {
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
      "delete consumed_event and PUBLISHED outbox_event rows past retention (database only)", 1,
      0, 0, NULL, sc_purge_run},
-    {"dlq", "dlq     -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all | --key KEY]",
-     "list, show or replay dead-lettered messages", 1, 0, 1, NULL, sc_dlq_run},
+    {"dlq", "dlq     -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]",
+     "list, show or replay dead-lettered messages; release a held key", 1, 0, 1, NULL, sc_dlq_run},
     {"try", "try     -c FILE --consumer NAME EVENT.json...",
      "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "
      "when every event would apply (database only)", 1, 0, 0, NULL, sc_try_run},

@@ -14,7 +14,7 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv);
 /* purge --older-than DURATION [--dry-run] [--force] */
 int sc_purge_run(const struct sc_config *cfg, int argc, char **argv);
 
-/* dlq list|show|replay CONSUMER [--id EVENT_ID | --all]: EVENT_ID as the
+/* dlq list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]: EVENT_ID as the
  * logs show it (any UUID spelling, or a plain message id). replay: 0 when
  * every matching message was replayed and removed from the DLQ. */
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);

@@ -1,4 +1,5 @@
-/* sidecar dlq: list, show and replay a consumer's dead-lettered messages. */
+/* sidecar dlq: list, show and replay a consumer's dead-lettered messages
+ * (a key's replay and release: admin_dlq_key.c). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "admin/dlq_browse.h"
 #include "consume/order.h"
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
@@ -13,8 +15,6 @@
 #include "io/amqp_conn.h"
 #include "io/db_held.h"
 #include "lifecycle.h"
-
-#define DLQ_MAX 10000
 
 /* A browse gives back every message it read, and a quorum queue counts each
  * give-back as a delivery (x-delivery-count); RabbitMQ 4 drops a message at
@@ -25,22 +25,14 @@
 
 #define H_DELIVERY_COUNT "x-delivery-count"
 
-struct dead {
-    uint64_t tag;       /* 0 once it left this browse's hands (refreshed, replayed) */
-    amqp_message_t msg;
-    char *body_id;      /* the body's "id" as written, or NULL */
-    char event_id[72];  /* the id as the logs show it */
-    int64_t delivered;  /* the broker's x-delivery-count, -1 when absent */
-};
-
-static const amqp_table_t *headers_of(const amqp_basic_properties_t *p)
+const amqp_table_t *sc_dlq_headers(const amqp_basic_properties_t *p)
 {
     return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
 }
 
 static void header_text(const amqp_basic_properties_t *p, const char *key, char *out, size_t len)
 {
-    const amqp_table_t *h = headers_of(p);
+    const amqp_table_t *h = sc_dlq_headers(p);
     amqp_bytes_t b = sc_amqp_header_bytes(h, key);
     if (b.len) {
         snprintf(out, len, "%.*s", (int)b.len, (const char *)b.bytes);
@@ -91,7 +83,7 @@ static void identify(struct dead *d)
         log_form(p->message_id.bytes, p->message_id.len, d->event_id, sizeof d->event_id);
     else
         snprintf(d->event_id, sizeof d->event_id, "(no id)");
-    d->delivered = sc_amqp_header_int(headers_of(p), H_DELIVERY_COUNT, -1);
+    d->delivered = sc_amqp_header_int(sc_dlq_headers(p), H_DELIVERY_COUNT, -1);
 }
 
 /* want: the --id argument, canonical when a UUID; NULL matches all. */
@@ -140,18 +132,13 @@ static int dropped(amqp_bytes_t k, int replay)
            key_starts(k, "x-last-death-") || key_starts(k, SC_H_PREFIX);
 }
 
-/* Publishes a copy of d, every header but the dropped ones (replay 2: a
- * key's replay, marked with SC_H_REPLAY_KEY = replay_key), to queue through
- * the default exchange (or, exchange set, through that one), mandatory,
- * under confirms. Returns 1 when confirmed, 0 when not (m_result says why),
- * -1 when the connection failed. */
-static int publish_copy_via(struct sc_amqp *a, const struct dead *d, const char *exchange,
-                            const char *queue, int replay, const char *replay_key,
-                            enum sc_publish_result *m_result, char *err, size_t err_len)
+int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exchange,
+                        const char *queue, int replay, const char *replay_key,
+                        enum sc_publish_result *m_result, char *err, size_t err_len)
 {
     const amqp_basic_properties_t *p = &d->msg.properties;
     amqp_basic_properties_t np = *p;
-    const amqp_table_t *h = headers_of(p);
+    const amqp_table_t *h = sc_dlq_headers(p);
     amqp_table_entry_t *keep = NULL;
     int nk = 0, room = (h ? h->num_entries : 0) + 1;
     if (!(keep = calloc((size_t)room, sizeof *keep))) {
@@ -185,15 +172,12 @@ static int publish_copy_via(struct sc_amqp *a, const struct dead *d, const char 
 static int publish_copy(struct sc_amqp *a, const struct dead *d, const char *queue, int replay,
                         enum sc_publish_result *m_result, char *err, size_t err_len)
 {
-    return publish_copy_via(a, d, NULL, queue, replay, NULL, m_result, err, err_len);
+    return sc_dlq_publish_copy(a, d, NULL, queue, replay, NULL, m_result, err, err_len);
 }
 
-/* Acks tag, then makes one channel round trip (basic.qos, which changes
- * nothing here): the broker handles a channel's methods in order, so its
- * answer proves it took the ack. Returns 0 then, -1 with err set when the
- * answer did not come (the connection is gone: the ack may or may not have
- * been taken). */
-static int ack_confirmed(struct sc_amqp *a, uint64_t tag, char *err, size_t err_len)
+/* basic.qos changes nothing here: its answer proves the broker, which
+ * handles a channel's methods in order, took the ack. */
+int sc_dlq_ack_confirmed(struct sc_amqp *a, uint64_t tag, char *err, size_t err_len)
 {
     if (sc_amqp_ack(a, tag, 0)) {
         snprintf(err, err_len, "the ack could not be sent");
@@ -221,7 +205,7 @@ static int ack_confirmed(struct sc_amqp *a, uint64_t tag, char *err, size_t err_
     return -1;
 }
 
-static void free_dead(struct dead *ds, int n)
+void sc_dlq_free(struct dead *ds, int n)
 {
     for (int i = 0; i < n; i++) {
         amqp_destroy_message(&ds[i].msg);
@@ -229,12 +213,6 @@ static void free_dead(struct dead *ds, int n)
     }
 }
 
-/* Takes as many messages as the queue held when the browse began (at most
- * max; so copies it puts back at the tail are not read twice), without
- * acking them: they go back when the channel closes. On a quorum queue a
- * message read with a delivery count of DLQ_REFRESH_AT or more is put back
- * first as a fresh copy (unless it matches `spare`, about to be replayed and
- * removed). Returns the count, or -1 with err set. */
 /* A browse holds every message it read until it gives them back; only the
  * bodies the command prints or republishes are kept, so `list` over 10,000
  * dead letters holds their headers, not their bodies. */
@@ -246,7 +224,7 @@ static void drop_body(struct dead *d, int wanted)
     d->msg.body = amqp_empty_bytes;
 }
 
-static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
+int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
                   int refresh, const char *spare, int spare_all, int bodies, const char *keep,
                   int *held, char *err, size_t err_len)
 {
@@ -297,15 +275,13 @@ static int browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
     }
     return n;
 failed:
-    free_dead(out, n);
+    sc_dlq_free(out, n);
     return -1;
 }
 
-/* Gives back what this command still holds by closing its channel, and
- * waits (up to 3 s) until the queue shows that many again: a quorum queue
- * takes the returns back asynchronously, and a `dlq` command run right
- * after this one would otherwise find the queue empty. */
-static void give_back(struct sc_amqp *a, const struct sc_consumer_config *k, const struct dead *ds,
+/* Closing the channel gives the messages back; a quorum queue takes them
+ * back asynchronously, hence the wait. */
+void sc_dlq_give_back(struct sc_amqp *a, const struct sc_consumer_config *k, const struct dead *ds,
                       int n)
 {
     uint32_t held = 0;
@@ -373,7 +349,7 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
         char ex[300] = "";
         if (k->ordering.present && k->ordering.partitions > 1)
             sc_amqp_ordering_exchange_name(k, ex, sizeof ex); /* the queue is its partitions */
-        int c = publish_copy_via(a, d, ex[0] ? ex : NULL, ex[0] ? "" : k->queue, 1, NULL, &res,
+        int c = sc_dlq_publish_copy(a, d, ex[0] ? ex : NULL, ex[0] ? "" : k->queue, 1, NULL, &res,
                                  err, sizeof err);
         if (c != 1) {
             fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n", d->event_id,
@@ -383,7 +359,7 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
             continue;
         }
         SC_FAULT("dlq.replay_confirmed");
-        if (ack_confirmed(a, d->tag, err, sizeof err) == 0) {
+        if (sc_dlq_ack_confirmed(a, d->tag, err, sizeof err) == 0) {
             d->tag = 0;
             replayed++;
             printf("replayed %s to queue '%s'\n", d->event_id, k->queue);
@@ -407,153 +383,10 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
     return matched ? rc : 1;
 }
 
-/* One dead letter of the key, in the order a key's replay follows. */
-struct keyed {
-    struct dead *d;
-    int64_t seq;  /* x-sidecar-hold-seq, 0 when absent */
-    int pos;      /* its place in the DLQ */
-    char id[37];
-};
-
-static int by_hold_seq(const void *x, const void *y)
-{
-    const struct keyed *a = x, *b = y;
-    if (a->seq != b->seq)
-        return a->seq < b->seq ? -1 : 1;
-    return a->pos - b->pos;
-}
-
-/* `replay CONSUMER --key K`: every dead letter of key K, in the order its
- * events arrived (x-sidecar-hold-seq, then DLQ order), back to the
- * consumer's stream (its partitions' exchange when it has several), each
- * marked x-sidecar-replay-key. With the key held (on_dead_letter hold), the
- * key's row is marked "replay pending" *before* the DLQ is read, so any
- * event of K the consumer meets from then on that is not one of these copies
- * is held too and keeps the key held after the replay; then replay_until is
- * set to the last copy, whose effect releases the key. Returns the exit
- * status. */
-static int replay_key(struct sc_amqp *a, const struct sc_config *cfg,
-                      const struct sc_consumer_config *k, const char *key)
-{
-    char err[512];
-    struct sc_db db = {0};
-    struct sc_db_err e = {0};
-    int held = 0, n = 0, rc = 1, state = 0;
-    int use_db = k->ordering.present && k->ordering.on_dead_letter &&
-                 strcmp(k->ordering.on_dead_letter, "hold") == 0;
-    if (!k->ordering.present) {
-        fprintf(stderr, "sidecar dlq replay --key: consumer '%s' has no ordering\n", k->name);
-        return 2;
-    }
-    if (use_db) {
-        if (sc_db_connect(&db, cfg, &e)) {
-            fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
-            return 1;
-        }
-        state = sc_db_held_start_replay(&db, k->name, key, "pending", &e);
-        if (state < 0) {
-            fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s\n",
-                    key, e.code, e.msg);
-            sc_db_close(&db);
-            return 1;
-        }
-        SC_FAULT("dlq.key_marked");
-    }
-    struct dead *ds = calloc(DLQ_MAX, sizeof *ds);
-    struct keyed *ks = calloc(DLQ_MAX, sizeof *ks);
-    if (!ds || !ks) {
-        fprintf(stderr, "sidecar dlq: out of memory\n");
-        goto out;
-    }
-    if (sc_amqp_confirm_select(a, err, sizeof err) ||
-        (n = browse(a, k, ds, DLQ_MAX, 0, NULL, 1, 1, NULL, &held, err, sizeof err)) < 0) {
-        fprintf(stderr, "sidecar dlq: %s\n", err);
-        n = 0;
-        goto out;
-    }
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        amqp_envelope_t env;
-        memset(&env, 0, sizeof env);
-        env.message = ds[i].msg;
-        char kk[SC_ORDER_KEY_MAX + 1], why[256];
-        if (sc_order_key_id(k, &env, kk, sizeof kk, ks[m].id, why, sizeof why) != SC_ORDER_KEYED ||
-            strcmp(kk, key) != 0)
-            continue;
-        ks[m].d = &ds[i];
-        ks[m].pos = i;
-        ks[m].seq = sc_amqp_header_int(headers_of(&ds[i].msg.properties), SC_H_HOLD_SEQ, 0);
-        m++;
-    }
-    qsort(ks, (size_t)m, sizeof *ks, by_hold_seq);
-    if (use_db && state == 1 && m == 0) {
-        /* Nothing of the key left to replay: free it, unless an event
-         * arrived since the mark. */
-        if (sc_db_held_release(&db, k->name, key, "pending", &e)) {
-            fprintf(stderr, "sidecar dlq: releasing key '%s' failed: error %u: %s\n", key, e.code,
-                    e.msg);
-            goto out;
-        }
-        printf("no dead letter of key '%s' in %s: key released (unless an event of it arrived "
-               "meanwhile: then it stays held behind that one)\n", key, k->dead_letter_queue);
-        rc = 0;
-        goto out;
-    }
-    if (m == 0) {
-        fprintf(stderr, "sidecar dlq: no dead letter of key '%s' in %s\n", key,
-                k->dead_letter_queue);
-        goto out;
-    }
-    if (use_db && state == 1 &&
-        sc_db_held_start_replay(&db, k->name, key, ks[m - 1].id, &e) < 0) {
-        fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s\n", key,
-                e.code, e.msg);
-        goto out;
-    }
-    char ex[300] = "", q[300];
-    if (k->ordering.partitions > 1)
-        sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
-    snprintf(q, sizeof q, "%s", k->ordering.partitions > 1 ? "" : k->queue);
-    int replayed = 0;
-    rc = 0;
-    for (int i = 0; i < m; i++) {
-        enum sc_publish_result res;
-        int c = publish_copy_via(a, ks[i].d, ex[0] ? ex : NULL, q, 2, key, &res, err, sizeof err);
-        if (c != 1) {
-            fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it and the %d after it stay in "
-                    "%s; the key stays held: replay it again\n", ks[i].d->event_id,
-                    sc_publish_result_name(res), err[0] ? ": " : "", err, m - i - 1,
-                    k->dead_letter_queue);
-            rc = 1;
-            break;
-        }
-        if (ack_confirmed(a, ks[i].d->tag, err, sizeof err) == 0)
-            ks[i].d->tag = 0;
-        else
-            printf("replayed %s, but its DLQ copy may remain (%s): the consumer takes a second "
-                   "copy for a duplicate\n", ks[i].d->event_id, err);
-        replayed++;
-        printf("replayed %s (key '%s', %d of %d) to %s '%s'\n", ks[i].d->event_id, key, i + 1, m,
-               ex[0] ? "exchange" : "queue", ex[0] ? ex : k->queue);
-    }
-    printf("replayed %d of %d dead letter(s) of key '%s' in arrival order%s\n", replayed, m, key,
-           use_db && state == 1 ? "; the key is released once the last one is applied" : "");
-out:
-    if (ds) {
-        give_back(a, k, ds, n);
-        free_dead(ds, n);
-    }
-    free(ds);
-    free(ks);
-    if (use_db)
-        sc_db_close(&db);
-    return rc;
-}
-
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay CONSUMER [--id EVENT_ID | --all | --key KEY]\n");
+        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]\n");
         return 2;
     }
     const char *verb = argv[0], *name = argv[1], *id = NULL, *key = NULL;
@@ -571,13 +404,17 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         }
     }
     int list = strcmp(verb, "list") == 0, show = strcmp(verb, "show") == 0,
-        replaying = strcmp(verb, "replay") == 0;
-    if (!list && !show && !replaying) {
-        fprintf(stderr, "sidecar dlq: expected list, show or replay, got '%s'\n", verb);
+        replaying = strcmp(verb, "replay") == 0, releasing = strcmp(verb, "release") == 0;
+    if (!list && !show && !replaying && !releasing) {
+        fprintf(stderr, "sidecar dlq: expected list, show, replay or release, got '%s'\n", verb);
         return 2;
     }
-    if (key && (!replaying || id || all)) {
-        fprintf(stderr, "sidecar dlq: --key goes with replay alone\n");
+    if (key && (!(replaying || releasing) || id || all)) {
+        fprintf(stderr, "sidecar dlq: --key goes with replay or release alone\n");
+        return 2;
+    }
+    if (releasing && !key) {
+        fprintf(stderr, "sidecar dlq release: say which key: --key KEY\n");
         return 2;
     }
     if ((show || replaying) && !id && !all && !key) {
@@ -590,6 +427,8 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar dlq: no consumer named '%s' in the config\n", name);
         return 2;
     }
+    if (releasing)
+        return sc_dlq_release_key(cfg, k, key);
     if (key) {
         struct sc_amqp ka;
         char kerr[512];
@@ -597,7 +436,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
             fprintf(stderr, "sidecar dlq: %s\n", kerr);
             return 1;
         }
-        int krc = replay_key(&ka, cfg, k, key);
+        int krc = sc_dlq_replay_key(&ka, cfg, k, key);
         sc_amqp_close(&ka);
         return krc;
     }
@@ -618,7 +457,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
     if (!ds)
         snprintf(err, sizeof err, "out of memory");
     else if (sc_amqp_confirm_select(&a, err, sizeof err) == 0)
-        n = browse(&a, k, ds, DLQ_MAX, strcmp(k->queue_type, "quorum") == 0,
+        n = sc_dlq_browse(&a, k, ds, DLQ_MAX, strcmp(k->queue_type, "quorum") == 0,
                    replaying ? filter : NULL, replaying && !filter, !list, filter, &held, err,
                    sizeof err);
     if (n < 0) {
@@ -648,8 +487,8 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
     } else {
         rc = replay(&a, k, ds, n, filter);
     }
-    give_back(&a, k, ds, n);
-    free_dead(ds, n);
+    sc_dlq_give_back(&a, k, ds, n);
+    sc_dlq_free(ds, n);
     free(ds);
     sc_amqp_close(&a);
     return rc;

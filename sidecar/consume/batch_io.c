@@ -58,21 +58,15 @@ static int held_read(struct worker *w, const char *const *keys, int n, struct sc
 }
 
 static int held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
-                     int64_t *seq, struct sc_db_err *e)
+                     int64_t prior_seq, int64_t *seq, struct sc_db_err *e)
 {
-    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, replayed, seq, e);
+    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, replayed, prior_seq, seq, e);
 }
 
-static int held_in_replay(struct worker *w, const char *key, const char *event_id,
-                          struct sc_db_err *e)
+static int held_release(struct worker *w, const char *key, const char *replay_until,
+                        char *behind, struct sc_db_err *e)
 {
-    return sc_db_held_in_replay(&w->db, w->c->k->name, key, event_id, e);
-}
-
-static int held_release(struct worker *w, const char *key, const char *event_id,
-                        struct sc_db_err *e)
-{
-    return sc_db_held_release(&w->db, w->c->k->name, key, event_id, e);
+    return sc_db_held_release(&w->db, w->c->k->name, key, replay_until, behind, e);
 }
 
 static sc_handler_status handle(struct worker *w, const struct sc_event *ev, char *reason,
@@ -144,7 +138,6 @@ const struct sc_batch_io sc_batch_io_real = {
     .replace_session = sc_worker_reset_db,
     .held_read = held_read,
     .held_hold = held_hold,
-    .held_in_replay = held_in_replay,
     .held_release = held_release,
     .handle = handle,
     .has_batch = has_batch,

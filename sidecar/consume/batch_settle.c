@@ -8,6 +8,8 @@
 #include "lifecycle.h"
 #include "otel.h"
 #include "consume/held.h"
+#include "consume/order.h"
+#include "consume/republish.h"
 
 /* A retry at max_attempts: dead instead, the reason saying so. */
 static void exhausted(const struct sc_consumer_config *k, struct item *it)
@@ -182,7 +184,9 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
             /* The hold stands before its dead letter is acked: every later
              * event of the key, here or in another instance, is held. */
             if (hold && d->key &&
-                w->io->held_hold(w, d->key, d->event_id, d->replayed, &it->hold_seq, &e)) {
+                w->io->held_hold(w, d->key, d->event_id, d->replayed,
+                                 sc_amqp_header_int(sc_delivery_headers(&d->env), SC_H_HOLD_SEQ, 0),
+                                 &it->hold_seq, &e)) {
                 sc_log(SC_LOG_WARN, &it->lf, "could not record that key '%.100s' is held (error "
                        "%u: %s): kept in hand, runs again on a new session", d->key, e.code,
                        e.msg);
@@ -206,7 +210,7 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
          * the key releases it. */
         struct sc_db_err e = {0};
         if (hold && d->replayed && d->key && d->n_items == 1 && d->items[0].d != D_DEAD &&
-            w->io->held_release(w, d->key, d->event_id, &e))
+            sc_held_release(w, d->key, d->event_id, &e) < 0)
             sc_log(SC_LOG_WARN, &d->items[0].lf, "releasing key '%.100s' after its replay failed "
                    "(error %u: %s): its next event releases it", d->key, e.code, e.msg);
     }

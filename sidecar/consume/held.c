@@ -8,11 +8,37 @@
 
 #include "consume/batch_core.h"
 #include "consume/held.h"
+#include "io/db_held.h"
+#include "log.h"
 
 int sc_held_mode(const struct sc_consumer_config *k)
 {
     return k->ordering.present && k->ordering.on_dead_letter &&
            strcmp(k->ordering.on_dead_letter, "hold") == 0;
+}
+
+/* behind: room 37, or NULL. */
+static int release(struct worker *w, const char *key, const char *replay_until, char *behind,
+                   struct sc_db_err *e)
+{
+    char own[37];
+    if (!behind)
+        behind = own;
+    int r = w->io->held_release(w, key, replay_until, behind, e);
+    struct sc_log_fields lf = {.consumer = w->c->k->name, .event_id = replay_until};
+    if (r == SC_HELD_RELEASED)
+        sc_log(SC_LOG_INFO, &lf, "key '%.100s' released: its replay ended with this event applied",
+               key);
+    else if (r == SC_HELD_STAYS)
+        sc_log(SC_LOG_INFO, &lf, "key '%.100s' replayed up to this event; it stays held behind %s, "
+               "which arrived during the replay: replay the key again", key, behind);
+    return r;
+}
+
+int sc_held_release(struct worker *w, const char *key, const char *replay_until,
+                    struct sc_db_err *e)
+{
+    return release(w, key, replay_until, NULL, e);
 }
 
 int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_err *e)
@@ -41,20 +67,22 @@ int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_er
         if (h->replay_until[0] && h->replay_done) {
             /* The replay ended (its last event consumed) and the release
              * did not happen then: now. */
-            if (w->io->held_release(w, d->key, NULL, e))
+            char behind[37];
+            int r = release(w, d->key, h->replay_until, behind, e);
+            if (r < 0)
                 goto out;
-            if (!h->held_in_replay[0])
+            if (r == SC_HELD_RELEASED)
                 continue;
-            snprintf(h->held_behind, sizeof h->held_behind, "%s", h->held_in_replay);
+            /* Held behind what came during the replay; or the row changed
+             * under this read (held, as read: order before liveness). */
+            if (r == SC_HELD_STAYS)
+                snprintf(h->held_behind, sizeof h->held_behind, "%s", behind);
             h->replay_until[0] = 0;
         }
         if (h->replay_until[0] && d->replayed)
             continue; /* the replay's own copy runs */
-        /* An event arriving during the replay: held, and the key stays held
-         * behind it after the replay. */
-        if (h->replay_until[0] && !h->held_in_replay[0] &&
-            w->io->held_in_replay(w, d->key, d->event_id, e))
-            goto out;
+        /* Anything else is held; its dead letter's hold notes it when a
+         * replay is in flight, so the key stays held behind it after. */
         snprintf(d->held_why, sizeof d->held_why, "held behind %s", h->held_behind);
         d->refused = d->held_why;
     }

@@ -13,4 +13,10 @@ int sc_held_mode(const struct sc_consumer_config *k);
  * database could not tell: run nothing now). */
 int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_err *e);
 
+/* The replay of key ended with replay_until consumed: releases the key (or
+ * leaves it held behind what arrived meanwhile) and says so. Returns the
+ * enum sc_held_release. */
+int sc_held_release(struct worker *w, const char *key, const char *replay_until,
+                    struct sc_db_err *e);
+
 #endif

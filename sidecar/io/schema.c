@@ -40,6 +40,10 @@ static const struct need needs[] = {
      COLUMNS("consumer_held_key", "'consumer_name', 'order_key', 'held_behind', 'held_at', "
              "'hold_seq', 'replay_until', 'held_in_replay'"), 7,
      "010_consumer_held_key.sql"},
+    {SC_SCHEMA_HOLD, "consumer_held_key.held_behind nullable (a released key keeps its row and "
+     "its hold sequence)",
+     COLUMNS("consumer_held_key", "'held_behind'") " AND IS_NULLABLE = 'YES'", 1,
+     "011_consumer_held_key_release.sql"},
     {SC_SCHEMA_RELAY, "table outbox_event with every column the relay reads and writes",
      COLUMNS("outbox_event", "'event_id', 'aggregate_type', 'aggregate_id', 'event_type', "
              "'event_version', 'payload', 'status', 'lease_owner', 'lease_until', "

@@ -1,55 +1,37 @@
-"""Review finding: `sidecar dlq replay --key K` releases a held key when its
-browse of the DLQ does not see the key's dead letters -- here because another
-client (a concurrent `dlq list` / another `replay --key`) holds them unacked
-at that moment. The key is then free while its dead letters are still in the
-DLQ, and the next event of K is applied before them (contract: "Per-key
-order", on_dead_letter hold)."""
+"""`sidecar dlq replay --key K` when its browse of the DLQ does not see all of
+the key's dead letters: here another client (a concurrent `dlq list`, a
+second `replay --key`) holds them unacked. Before the fix the replay
+released the key, and the next event of K was applied before its dead
+letters. Now: nothing replayed, the key stays held, the command says why and
+exits 1; run again once the DLQ is whole, it replays everything in arrival
+order (the event held meanwhile too) and the key flows again. A key whose
+dead letter is gone from the DLQ for good is freed by `dlq release --key`."""
 import os
 import tempfile
-import uuid
 
 from harness import *
+from ordering_common import applied_versions, held_row, send_keyed
 
-query("CREATE TABLE IF NOT EXISTS t_order_seen (seq BIGINT AUTO_INCREMENT PRIMARY KEY, "
-      "event_id CHAR(36) NOT NULL, subject VARCHAR(100) NOT NULL, version BIGINT NOT NULL, "
-      "at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
-query("GRANT INSERT ON app.t_order_seen TO 'sidecar_consumer'@'%'")
 block = os.path.join(tempfile.mkdtemp(prefix="sc-hrb-"), "block")
 name = "t-hrb-" + suffix()
+key, gone = "k-" + suffix(), "g-" + suffix()
 
 
-def send(sc, events):
-    conn = amqp()
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for k, v, t in events:
-        eid = str(uuid.uuid4())
-        publish(ch, sc.exchange, t, event_body(eid, etype=t, subject=k, version=v),
-                message_id=eid, headers={"x-ordering-key": k})
-    conn.close()
+def versions(k):
+    return applied_versions(name, k)
 
 
-def versions(key):
-    return [r[0] for r in query("SELECT version FROM t_order_seen s JOIN consumed_event c ON "
-                                "c.event_id = s.event_id AND c.consumer_name = %s WHERE "
-                                "s.subject = %s ORDER BY s.seq", (name, key))]
-
-
-def held_row(key):
-    rows = query("SELECT held_behind, replay_until, held_in_replay FROM consumer_held_key "
-                 "WHERE consumer_name = %s AND order_key = %s", (name, key))
-    return rows[0] if rows else None
-
-
-key = "k-" + suffix()
 open(block, "w").close()
 sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
              consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
                              "batch_max": 8, "ordering": {"key": "subject"}})
 ok(sc.start(), "ordered consumer, on_dead_letter hold")
-send(sc, [(key, 1, "ORDERED_BLOCKED"), (key, 2, "ORDERED"), (key, 3, "ORDERED")])
-ok(wait_until(lambda: queue_depth(sc.dlq) == 3 and held_row(key), timeout=60),
-   "v1 dead-lettered, v2 and v3 held behind it", held_row(key))
+send_keyed(sc.exchange, [(key, 1, "ORDERED_BLOCKED"), (key, 2, "ORDERED"), (key, 3, "ORDERED"),
+                         (gone, 1, "ORDERED_BLOCKED")])
+ok(wait_until(lambda: queue_depth(sc.dlq) == 4 and held_row(name, key) and held_row(name, gone),
+              timeout=60),
+   "v1 dead-lettered, v2 and v3 held behind it; the other key's v1 dead-lettered",
+   (held_row(name, key), held_row(name, gone)))
 os.unlink(block)
 
 # Another DLQ client holds the dead letters unacked (what `dlq list` or a
@@ -57,18 +39,65 @@ os.unlink(block)
 other = amqp()
 och = other.channel()
 got = 0
-for _ in range(3):
+for _ in range(4):
     m, _, _ = och.basic_get(sc.dlq, auto_ack=False)
     got += m is not None
-ok(got == 3, "a concurrent DLQ browser holds the 3 dead letters")
+ok(got == 4, "a concurrent DLQ browser holds the 4 dead letters")
 rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", key], sc.config)
 diag(out)
 other.close()  # the dead letters go back to the DLQ
-ok(wait_until(lambda: queue_depth(sc.dlq) == 3, timeout=10), "the 3 dead letters are back in the DLQ")
-ok(held_row(key) is not None, "the key is still held while its dead letters are in the DLQ",
-   (rc, out, held_row(key)))
-send(sc, [(key, 4, "ORDERED")])
-wait_until(lambda: versions(key) or queue_depth(sc.dlq) == 4, timeout=20)
-ok(versions(key) == [], "v4 is not applied before v1..v3 (it is held)", versions(key))
+ok(rc == 1 and "Nothing replayed" in out and "another client" in out,
+   "the replay refuses a browse that did not reach the key's highest hold number, saying why",
+   (rc, out))
+ok(wait_until(lambda: queue_depth(sc.dlq) == 4, timeout=10), "the 4 dead letters are back in the DLQ")
+row = held_row(name, key)
+ok(row is not None and row[1] is None and row[3] == 3,
+   "the key is still held, no replay marked, 3 numbers given out", row)
+send_keyed(sc.exchange, [(key, 4, "ORDERED")])
+ok(wait_until(lambda: queue_depth(sc.dlq) == 5, timeout=20) and versions(key) == [],
+   "v4 is not applied before v1..v3: it is held", (versions(key), queue_depth(sc.dlq)))
+
+# The DLQ whole again: the same command replays all four, in arrival order.
+rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", key], sc.config)
+ok(rc == 0 and "replayed 4 of 4 dead letter(s)" in out, "run again, the replay takes v1..v4", out)
+ok(wait_until(lambda: versions(key) == [1, 2, 3, 4], timeout=30), "applied in arrival order",
+   versions(key))
+ok(wait_until(lambda: held_row(name, key) is None, timeout=10), "and the key is released",
+   held_row(name, key))
+send_keyed(sc.exchange, [(key, 5, "ORDERED")])
+ok(wait_until(lambda: versions(key) == [1, 2, 3, 4, 5], timeout=20), "v5 flows", versions(key))
+
+# A dead letter removed from the DLQ (taken and acked by someone): no replay
+# can prove the key complete; `dlq release` frees it on purpose.
+taker = amqp()
+tch = taker.channel()
+m, _, _ = tch.basic_get(sc.dlq, auto_ack=True)
+taker.close()
+ok(m is not None and queue_depth(sc.dlq) == 0, "the other key's dead letter is taken off the DLQ")
+rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", gone], sc.config)
+ok(rc == 1 and "gone from the DLQ" in out and f"dlq release {name} --key {gone}" in out,
+   "the replay finds none of its dead letters and points at dlq release", (rc, out))
+ok(held_row(name, gone) is not None, "the key stays held")
+rc, out = run_sidecar_cmd(["dlq", "release", name, "--key", gone], sc.config)
+ok(rc == 0 and "released key" in out and held_row(name, gone) is None, "dlq release frees it",
+   (rc, out))
+rc, out = run_sidecar_cmd(["dlq", "release", name, "--key", gone], sc.config)
+ok(rc == 0 and "not held" in out, "a second release says the key is not held", out)
+send_keyed(sc.exchange, [(gone, 2, "ORDERED")])
+ok(wait_until(lambda: versions(gone) == [2], timeout=20), "its next event runs", versions(gone))
+# A new hold of the released key numbers on from where it stopped.
+open(block, "w").close()
+send_keyed(sc.exchange, [(gone, 3, "ORDERED_BLOCKED")])
+ok(wait_until(lambda: held_row(name, gone) is not None, timeout=60), "held again")
+is_eq(held_row(name, gone)[3], 2, "its hold numbers go on (2), never restarting at 1")
+os.unlink(block)
+rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", gone], sc.config)
+ok(rc == 0 and "replayed 1 of 1" in out, "and its replay is complete with the one dead letter", out)
+ok(wait_until(lambda: versions(gone) == [2, 3] and held_row(name, gone) is None, timeout=30),
+   "applied, released", (versions(gone), held_row(name, gone)))
+rc, out = run_sidecar_cmd(["dlq", "release", name, "--key", "x"], {**sc.config, "consumers": [
+    dict(sc.config["consumers"][0], ordering={"key": "subject", "on_dead_letter": "skip"})]})
+ok(rc == 2 and "does not hold keys" in out, "release on a consumer that does not hold keys: usage error",
+   (rc, out))
 sc.stop()
 done()

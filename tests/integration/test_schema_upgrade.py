@@ -92,9 +92,15 @@ rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "a consumer that does not hold keys does not need it")
 
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
+    if not f.endswith("011_consumer_held_key_release.sql"):
+        apply(f)
+rc, out = run_sidecar_cmd(["check"], held_cfg)
+ok(rc == 2 and "held_behind nullable" in out and "011_consumer_held_key_release.sql" in out,
+   "with 010 but not 011 the holding consumer is refused, naming 011", detail=out[-600:])
+for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
     apply(f)
 rc, out = run_sidecar_cmd(["check"], held_cfg)
-is_eq(rc, 0, "with 010 applied the holding consumer's check passes")
+is_eq(rc, 0, "with 010 and 011 applied the holding consumer's check passes")
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "after the migrations, check passes")
 is_eq(query(f"SELECT COUNT(*) FROM {name}.outbox_event WHERE traceparent IS NULL AND tracestate IS NULL")[0][0], 1,

@@ -587,10 +587,12 @@ static int db_held_read(struct worker *w, const char *const *keys, int n, struct
 }
 
 static int db_held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
-                        int64_t *seq, struct sc_db_err *e)
+                        int64_t prior_seq, int64_t *seq, struct sc_db_err *e)
 {
     (void)w;
     (void)replayed;
+    if (prior_seq > 0)
+        fail("a hold sequence number on a delivery nobody replayed");
     if (W.n_ops)
         fail("a hold recorded inside a batch's transaction (its work not committed yet)");
     if (statement_fault(1, e))
@@ -605,9 +607,10 @@ static int db_held_hold(struct worker *w, const char *key, const char *event_id,
     return 0;
 }
 
-static int db_held_unused(struct worker *w, const char *key, const char *event_id,
-                          struct sc_db_err *e)
+static int db_held_release_unused(struct worker *w, const char *key, const char *event_id,
+                                  char *behind, struct sc_db_err *e)
 {
+    (void)behind;
     (void)w;
     (void)key;
     (void)event_id;
@@ -967,8 +970,7 @@ static const struct sc_batch_io sim_io = {
     .replace_session = db_replace_session,
     .held_read = db_held_read,
     .held_hold = db_held_hold,
-    .held_in_replay = db_held_unused,
-    .held_release = db_held_unused,
+    .held_release = db_held_release_unused,
     .handle = h_handle,
     .has_batch = h_has_batch,
     .handle_batch = h_handle_batch,
