@@ -36,7 +36,7 @@ int sc_db_held_read(struct sc_db *db, const char *consumer, const char *const *k
         return -1;
     }
     size_t off = (size_t)snprintf(sql, cap, "SELECT h.order_key, h.held_behind, "
-                                  "COALESCE(h.replay_until, ''), COALESCE(h.held_in_replay, ''), "
+                                  "COALESCE(h.replay_until, ''), "
                                   "h.replay_until IS NOT NULL AND EXISTS (SELECT 1 FROM "
                                   "consumed_event c WHERE c.consumer_name = h.consumer_name AND "
                                   "c.event_id = h.replay_until) FROM consumer_held_key h WHERE "
@@ -63,8 +63,7 @@ int sc_db_held_read(struct sc_db *db, const char *consumer, const char *const *k
             h->found = 1;
             snprintf(h->held_behind, sizeof h->held_behind, "%s", row[1] ? row[1] : "");
             snprintf(h->replay_until, sizeof h->replay_until, "%s", row[2] ? row[2] : "");
-            snprintf(h->held_in_replay, sizeof h->held_in_replay, "%s", row[3] ? row[3] : "");
-            h->replay_done = row[4] && strcmp(row[4], "1") == 0;
+            h->replay_done = row[3] && strcmp(row[3], "1") == 0;
         }
     mysql_free_result(res);
     /* The read opened a transaction (autocommit is off): end it, so the

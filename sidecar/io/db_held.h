@@ -2,7 +2,8 @@
  * ordered consumer with "on_dead_letter": "hold" holds back, so that every
  * instance and every restart holds them too. Each statement that changes a
  * row commits at once: a hold must stand before the dead letter that caused
- * it is acked. */
+ * it is acked. A released key keeps its row (held_behind NULL): hold_seq,
+ * which numbers the key's dead letters, never starts again. */
 #ifndef SC_DB_HELD_H
 #define SC_DB_HELD_H
 
@@ -15,7 +16,6 @@ struct sc_held_row {
     int found;
     char held_behind[37];
     char replay_until[37];  /* empty: no replay in flight */
-    char held_in_replay[37];
     int replay_done;        /* replay_until is consumed: the replay ended */
 };
 

@@ -11,12 +11,9 @@ the killed process's hands redelivered)."""
 import datetime
 
 from harness import *
+from ordering_common import seen
 
 AGGS, VERSIONS = 200, 20
-query("CREATE TABLE IF NOT EXISTS t_order_seen (seq BIGINT AUTO_INCREMENT PRIMARY KEY, "
-      "event_id CHAR(36) NOT NULL, subject VARCHAR(100) NOT NULL, version BIGINT NOT NULL, "
-      "at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
-query("GRANT INSERT ON app.t_order_seen TO 'sidecar_consumer'@'%'")
 clear_outbox()
 
 
@@ -61,13 +58,7 @@ def relay(name):
 
 def applied(ids=None):
     """[(seq, event_id, subject, version)] of the sent events, in the order written."""
-    out = []
-    ids = list(ids or sent)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        out += query("SELECT seq, event_id, subject, version FROM t_order_seen WHERE event_id IN"
-                     f" ({','.join(['%s'] * len(chunk))})", chunk)
-    return sorted(out)
+    return seen(ids or sent, columns="seq, event_id, subject, version")
 
 
 ra, rb = relay("chain-a"), relay("chain-b")

@@ -14,11 +14,8 @@ import time
 import uuid
 
 from harness import *
+from ordering_common import seen
 
-query("CREATE TABLE IF NOT EXISTS t_order_seen (seq BIGINT AUTO_INCREMENT PRIMARY KEY, "
-      "event_id CHAR(36) NOT NULL, subject VARCHAR(100) NOT NULL, version BIGINT NOT NULL, "
-      "at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
-query("GRANT INSERT ON app.t_order_seen TO 'sidecar_consumer'@'%'")
 block = os.path.join(tempfile.mkdtemp(prefix="sc-order-"), "block")
 ENV = {"SC_TEST_BLOCK_FILE": block}
 
@@ -52,18 +49,6 @@ def publish_versions(exchange, keys, versions, etype=lambda k, v: "ORDERED", pac
                 time.sleep(pace_s)
     conn.close()
     return sent
-
-
-def seen(ids):
-    """[(seq, event_id, subject, version, at)] of these events, in apply order."""
-    rows = []
-    ids = list(ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        marks = ",".join(["%s"] * len(chunk))
-        rows += query(f"SELECT seq, event_id, subject, version, at FROM t_order_seen "
-                      f"WHERE event_id IN ({marks})", chunk)
-    return sorted(rows)
 
 
 def order_problems(sent):

@@ -431,14 +431,9 @@ class Producers:
         hist = rec["history"]
         eid, stage, version = None, "", None
         while now() < deadline:
+            conn, node = self._connection(conn, node, lambda what: hist.append([now(), what]))
             if conn is None:
-                try:
-                    conn = self._connect(node)
-                except pymysql.err.MySQLError as e:
-                    hist.append([now(), f"connect failed: {e.args[0] if e.args else e}"])
-                    node += 1
-                    time.sleep(0.5)
-                    continue
+                continue
             rec["attempts"] += 1
             eid = str(uuid.uuid4())
             stage = "statements"
@@ -515,6 +510,18 @@ class Producers:
                                database="app", autocommit=True, connect_timeout=5, read_timeout=15,
                                write_timeout=15, init_command="SET time_zone = '+00:00'")
 
+    def _connection(self, conn, node, note):
+        """conn, or a new one to node; after a failed connect (noted, 0.5 s
+        later) None and the next node, for the caller to try again."""
+        if conn is not None:
+            return conn, node
+        try:
+            return self._connect(node), node
+        except pymysql.err.MySQLError as e:
+            note(f"connect failed: {e.args[0] if e.args else e}")
+            time.sleep(0.5)
+            return None, node + 1
+
     def _sql_loop(self):
         n = 0
         conn = None
@@ -546,14 +553,9 @@ class Producers:
             hist.append([now(), what])
 
         while now() < deadline:
+            conn, node = self._connection(conn, node, note)
             if conn is None:
-                try:
-                    conn = self._connect(node)
-                except pymysql.err.MySQLError as e:
-                    note(f"connect failed: {e.args[0] if e.args else e}")
-                    node += 1
-                    time.sleep(0.5)
-                    continue
+                continue
             rec["attempts"] += 1
             stage = "statements"
             try:
