@@ -130,10 +130,11 @@ int sc_check_run(const struct sc_config *cfg)
             rc = 1;
         } else if (parts) {
             int p = parts & ~SC_SCHEMA_HOLD;
-            printf("mysql: schema has what %s needs\n",
-                   (p & SC_SCHEMA_CONSUMER) && (p & SC_SCHEMA_RELAY) ? "the consumers and the relay"
-                   : p == SC_SCHEMA_CONSUMER                       ? "the consumers"
-                                                                   : "the relay");
+            const char *who = (p & SC_SCHEMA_CONSUMER) && (p & SC_SCHEMA_RELAY)
+                                  ? "the consumers and the relay need"
+                              : p == SC_SCHEMA_CONSUMER ? "the consumers need"
+                                                        : "the relay needs";
+            printf("mysql: schema has what %s\n", who);
         }
         for (size_t i = 0; i < cfg->n_consumers; i++) {
             char err[1024];
