@@ -1,0 +1,57 @@
+"""Review reproducer: a publisher's late duplicate (v2 sent again after v3, the
+same event id: at-least-once) of a held key is dead-lettered with the key's
+highest hold number, so `dlq replay --key` names v2 as its last copy
+(replay_until is an event id) — and the consumer releases the key as soon as
+the FIRST copy of v2 is applied, while v3' is not yet: from then on anything
+of the key reaching the queue before v3' runs before it. Expected: the key
+is still held while v3 is unapplied. The consumer is paused (fault point
+consumer.before_commit, third commit of its run) right before v3' commits."""
+import os
+import tempfile
+import uuid
+
+from harness import *
+from ordering_common import applied_versions, held_row
+
+block = os.path.join(tempfile.mkdtemp(prefix="sc-hld-"), "block")
+name = "t-hld-" + suffix()
+key = "k-" + suffix()
+
+
+def versions():
+    return applied_versions(name, key)
+
+
+open(block, "w").close()
+sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
+             consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
+                             "batch_max": 8, "ordering": {"key": "subject"}})
+ok(sc.start(), "ordered consumer, on_dead_letter hold")
+ids = [str(uuid.uuid4()) for _ in range(3)]
+conn = amqp()
+ch = conn.channel()
+ch.confirm_delivery()
+for eid, v, t in [(ids[0], 1, "ORDERED_BLOCKED"), (ids[1], 2, "ORDERED"), (ids[2], 3, "ORDERED"),
+                  (ids[1], 2, "ORDERED")]:  # v2 again, late
+    publish(ch, sc.exchange, t, event_body(eid, etype=t, subject=key, version=v),
+            message_id=eid, headers={"x-ordering-key": key})
+conn.close()
+ok(wait_until(lambda: queue_depth(sc.dlq) == 4 and held_row(name, key), timeout=60),
+   "v1 dead-lettered; v2, v3 and v2's late duplicate held behind it", held_row(name, key))
+sc.stop()
+os.unlink(block)
+rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", key], sc.config)
+ok(rc == 0 and "replayed 4 of 4" in out, "the replay sends v1', v2', v3', v2''", out)
+ok(held_row(name, key)[1] == ids[1], "its last copy is named by event id: v2",
+   held_row(name, key))
+ok(sc.start(env={"SIDECAR_FAULT": "consumer.before_commit:3", "SIDECAR_FAULT_PAUSE_MS": "4000"}),
+   "consumer restarted, to pause before its third COMMIT (v3')")
+ok(wait_until(lambda: any("pausing" in l.get("msg", "") for l in sc.lines()), timeout=20),
+   "paused before v3' commits")
+ok(versions() == [1, 2], "v1 and v2 applied, v3 not yet", versions())
+ok(held_row(name, key) is not None, "the key is still held while v3 is unapplied",
+   (held_row(name, key), [l.get("msg") for l in sc.lines() if "key '" in l.get("msg", "")]))
+ok(wait_until(lambda: versions() == [1, 2, 3], timeout=30), "v3 applied after the pause",
+   versions())
+sc.stop()
+done()
