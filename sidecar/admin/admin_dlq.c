@@ -122,7 +122,7 @@ static int dropped(amqp_bytes_t k, int replay)
         return 0;
     /* A key's replay keeps each event's place among the key's dead
      * letters (should it fail again) and marks itself anew. */
-    if (key_is(k, SC_H_REPLAY_KEY))
+    if (key_is(k, SC_H_REPLAY_KEY) || key_is(k, SC_H_REPLAY_TOKEN))
         return 1;
     if (replay == 2 && key_is(k, SC_H_HOLD_SEQ))
         return 0;
@@ -134,13 +134,14 @@ static int dropped(amqp_bytes_t k, int replay)
 
 int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exchange,
                         const char *queue, int replay, const char *replay_key,
-                        enum sc_publish_result *m_result, char *err, size_t err_len)
+                        const char *replay_token, enum sc_publish_result *m_result, char *err,
+                        size_t err_len)
 {
     const amqp_basic_properties_t *p = &d->msg.properties;
     amqp_basic_properties_t np = *p;
     const amqp_table_t *h = sc_dlq_headers(p);
     amqp_table_entry_t *keep = NULL;
-    int nk = 0, room = (h ? h->num_entries : 0) + 1;
+    int nk = 0, room = (h ? h->num_entries : 0) + 2;
     if (!(keep = calloc((size_t)room, sizeof *keep))) {
         snprintf(err, err_len, "out of memory");
         *m_result = SC_PUB_FAILED;
@@ -153,6 +154,11 @@ int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exc
         keep[nk].key = amqp_cstring_bytes(SC_H_REPLAY_KEY);
         keep[nk].value.kind = AMQP_FIELD_KIND_UTF8;
         keep[nk++].value.value.bytes = amqp_cstring_bytes(replay_key);
+    }
+    if (replay_token) {
+        keep[nk].key = amqp_cstring_bytes(SC_H_REPLAY_TOKEN);
+        keep[nk].value.kind = AMQP_FIELD_KIND_UTF8;
+        keep[nk++].value.value.bytes = amqp_cstring_bytes(replay_token);
     }
     if (nk || h) {
         np._flags |= AMQP_BASIC_HEADERS_FLAG;
@@ -172,7 +178,7 @@ int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exc
 static int publish_copy(struct sc_amqp *a, const struct dead *d, const char *queue, int replay,
                         enum sc_publish_result *m_result, char *err, size_t err_len)
 {
-    return sc_dlq_publish_copy(a, d, NULL, queue, replay, NULL, m_result, err, err_len);
+    return sc_dlq_publish_copy(a, d, NULL, queue, replay, NULL, NULL, m_result, err, err_len);
 }
 
 /* basic.qos changes nothing here: its answer proves the broker, which
@@ -349,7 +355,7 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
         char ex[300] = "";
         if (k->ordering.present && k->ordering.partitions > 1)
             sc_amqp_ordering_exchange_name(k, ex, sizeof ex); /* the queue is its partitions */
-        int c = sc_dlq_publish_copy(a, d, ex[0] ? ex : NULL, ex[0] ? "" : k->queue, 1, NULL, &res,
+        int c = sc_dlq_publish_copy(a, d, ex[0] ? ex : NULL, ex[0] ? "" : k->queue, 1, NULL, NULL, &res,
                                  err, sizeof err);
         if (c != 1) {
             fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it stays in %s\n", d->event_id,

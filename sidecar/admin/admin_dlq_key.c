@@ -1,14 +1,16 @@
 /* `sidecar dlq replay CONSUMER --key K` and `sidecar dlq release CONSUMER
- * --key K`: a held key's dead letters back on the consumer's stream in the
- * order they arrived, and the key released only once nothing of it can be
- * overtaken. Every dead letter of a held key carries its number in the
- * key's arrival order (x-sidecar-hold-seq), given out by consumer_held_key
- * before it is published: a browse that did not reach the row's highest
- * number missed some (held unacked by another client, past the browse's
- * limit, on its way to the DLQ), and then nothing is replayed. */
+ * --key K`. The database says which events of a held key are held and in
+ * which order (consumer_held_event); the DLQ only carries their bodies. A
+ * replay reads the DLQ first, then, with the key's row locked, the held
+ * events: only when it has a copy of every one does it stamp a new replay
+ * token on the key and publish one copy of each, in order, with that token.
+ * The consumer runs copies carrying the key's current token and holds any
+ * other (an older replay's, an event arriving meanwhile), so a replay cut
+ * short, superseded or run twice never lets an event overtake another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uuid/uuid.h>
 
 #include "admin/dlq_browse.h"
 #include "consume/order.h"
@@ -38,13 +40,11 @@ static int holds_keys(const struct sc_consumer_config *k)
            strcmp(k->ordering.on_dead_letter, "hold") == 0;
 }
 
-/* The key's dead letters among ds[0..n), sorted; *top gets the highest
- * number among them. Returns how many. */
+/* The key's dead letters among ds[0..n), sorted. Returns how many. */
 static int pick(const struct sc_consumer_config *k, const char *key, struct dead *ds, int n,
-                struct keyed *ks, int64_t *top)
+                struct keyed *ks)
 {
     int m = 0;
-    *top = 0;
     for (int i = 0; i < n; i++) {
         amqp_envelope_t env;
         memset(&env, 0, sizeof env);
@@ -56,137 +56,164 @@ static int pick(const struct sc_consumer_config *k, const char *key, struct dead
         ks[m].d = &ds[i];
         ks[m].pos = i;
         ks[m].seq = sc_amqp_header_int(sc_dlq_headers(&ds[i].msg.properties), SC_H_HOLD_SEQ, 0);
-        if (ks[m].seq > *top)
-            *top = ks[m].seq;
         m++;
     }
     qsort(ks, (size_t)m, sizeof *ks, by_hold_seq);
     return m;
 }
 
-/* Marks the replay (when the key is held) and reads the DLQ. Returns 1 to
- * go on with *state set, or the exit status (0, 1) to stop with. */
-static int open_replay(struct sc_db *db, const struct sc_consumer_config *k, const char *key,
-                       enum sc_replay_open *state)
+static struct keyed *find(struct keyed *ks, int m, const char *id)
 {
-    struct sc_held_state st;
-    struct sc_db_err e = {0};
-    *state = sc_db_held_open_replay(db, k->name, key, &st, &e);
-    if (*state == SC_REPLAY_OPEN_ERROR) {
-        fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s\n", key,
-                e.code, e.msg);
-        return 1;
-    }
-    if (*state == SC_REPLAY_IN_FLIGHT) {
-        fprintf(stderr, "sidecar dlq: a replay of key '%s' is in flight: the key is released (or "
-                "stays held behind what came meanwhile) once its last event %s is applied; run "
-                "this again after that. If its copies are gone for good: sidecar dlq release %s "
-                "--key %s\n", key, st.replay_until, k->name, key);
-        return 1;
-    }
-    return 2;
+    for (int i = 0; i < m; i++)
+        if (strcmp(ks[i].id, id) == 0)
+            return &ks[i];
+    return NULL;
 }
 
-/* Names the replay's last copy, or says why nothing is replayed. Returns 1
- * to publish, or the exit status to stop with. */
-static int close_replay(struct sc_db *db, const struct sc_consumer_config *k, const char *key,
-                        int64_t top, int m, const char *last_id, int truncated)
+/* What one replay publishes, in order; each with the other DLQ copies of
+ * its event, acked off the DLQ with it. */
+struct plan {
+    struct keyed **copy;
+    int n;
+};
+
+/* The held events evs[0..ne) matched to their DLQ copies. Returns how many
+ * have none (listing the first few into missing). */
+static int match(struct keyed *ks, int m, const struct sc_held_event *evs, int ne,
+                 struct plan *p, char *missing, size_t missing_len)
 {
-    struct sc_held_state st;
-    struct sc_db_err e = {0};
-    enum sc_replay_close c = sc_db_held_close_replay(db, k->name, key, top, m ? last_id : NULL,
-                                                     &st, &e);
-    switch (c) {
-    case SC_REPLAY_NAMED:
-        return 2;
-    case SC_REPLAY_CLOSE_ERROR:
-        fprintf(stderr, "sidecar dlq: marking the replay of key '%s' failed: error %u: %s; "
-                "nothing replayed\n", key, e.code, e.msg);
-        return 1;
-    case SC_REPLAY_TAKEN:
-        fprintf(stderr, "sidecar dlq: the replay of key '%s' was taken over meanwhile (another "
-                "`dlq replay --key` began, or a replayed event failed again and holds the key): "
-                "nothing replayed; run this again\n", key);
-        return 1;
-    case SC_REPLAY_INCOMPLETE:
-        break;
+    int lacking = 0;
+    size_t off = 0;
+    missing[0] = 0;
+    for (int i = 0; i < ne; i++) {
+        struct keyed *c = find(ks, m, evs[i].event_id);
+        if (c) {
+            p->copy[p->n++] = c;
+            continue;
+        }
+        if (lacking++ < 5 && off < missing_len)
+            off += (size_t)snprintf(missing + off, missing_len - off, "%s%s (number %lld)",
+                                    lacking > 1 ? ", " : "", evs[i].event_id,
+                                    (long long)evs[i].seq);
     }
-    fprintf(stderr, "sidecar dlq: the key '%s' has given out %lld hold number(s) but the DLQ "
-            "showed %d of its dead letters, the highest numbered %lld: the others are held "
-            "unacked by another client (another `sidecar dlq` command?), %s, or on their way to "
-            "%s. Nothing replayed; the key stays held behind %s. Run this again; if they are gone "
-            "for good: sidecar dlq release %s --key %s\n", key, (long long)st.hold_seq, m,
-            (long long)top,
-            truncated ? "past the first 10000 messages read" : "gone from the DLQ",
-            k->dead_letter_queue, st.held_behind[0] ? st.held_behind : "its first dead letter",
-            k->name, key);
-    return 1;
+    return lacking;
 }
 
-/* Republishes ks[0..m) in order, each acked off the DLQ once confirmed.
- * Returns the exit status. */
+/* Acks off the DLQ every other copy of c's event (duplicates the consumer
+ * would only recognise again). */
+static void ack_twins(struct sc_amqp *a, struct keyed *ks, int m, const struct keyed *c)
+{
+    char err[256];
+    for (int i = 0; i < m; i++)
+        if (&ks[i] != c && ks[i].d->tag && strcmp(ks[i].id, c->id) == 0 &&
+            sc_dlq_ack_confirmed(a, ks[i].d->tag, err, sizeof err) == 0)
+            ks[i].d->tag = 0;
+}
+
+/* Republishes p's copies in order, each acked off the DLQ once confirmed.
+ * token: the replay's (NULL for a key that is not held). Returns the exit
+ * status. */
 static int publish_all(struct sc_amqp *a, const struct sc_consumer_config *k, const char *key,
-                       struct keyed *ks, int m, int closes)
+                       const struct plan *p, struct keyed *ks, int m, const char *token)
 {
     char ex[300] = "", q[300], err[512];
     if (k->ordering.partitions > 1)
         sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
     snprintf(q, sizeof q, "%s", k->ordering.partitions > 1 ? "" : k->queue);
     int replayed = 0, rc = 0;
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < p->n; i++) {
+        struct keyed *c = p->copy[i];
         enum sc_publish_result res;
         err[0] = 0;
-        int c = sc_dlq_publish_copy(a, ks[i].d, ex[0] ? ex : NULL, q, 2, key, &res, err,
-                                    sizeof err);
-        if (c != 1) {
+        int ok = sc_dlq_publish_copy(a, c->d, ex[0] ? ex : NULL, q, 2, key, token, &res, err,
+                                     sizeof err);
+        if (ok != 1) {
             fprintf(stderr, "sidecar dlq: %s not replayed (%s%s%s): it and the %d after it stay in "
-                    "%s; the key stays held: replay it again\n", ks[i].d->event_id,
-                    sc_publish_result_name(res), err[0] ? ": " : "", err, m - i - 1,
+                    "%s; the key stays held: run this again\n", c->d->event_id,
+                    sc_publish_result_name(res), err[0] ? ": " : "", err, p->n - i - 1,
                     k->dead_letter_queue);
             rc = 1;
             break;
         }
-        if (sc_dlq_ack_confirmed(a, ks[i].d->tag, err, sizeof err) == 0)
-            ks[i].d->tag = 0;
+        if (sc_dlq_ack_confirmed(a, c->d->tag, err, sizeof err) == 0)
+            c->d->tag = 0;
         else
             printf("replayed %s, but its DLQ copy may remain (%s): the consumer takes a second "
-                   "copy for a duplicate\n", ks[i].d->event_id, err);
+                   "copy for a duplicate\n", c->d->event_id, err);
+        ack_twins(a, ks, m, c);
         replayed++;
-        printf("replayed %s (key '%s', %d of %d) to %s '%s'\n", ks[i].d->event_id, key, i + 1, m,
+        printf("replayed %s (key '%s', %d of %d) to %s '%s'\n", c->d->event_id, key, i + 1, p->n,
                ex[0] ? "exchange" : "queue", ex[0] ? ex : k->queue);
     }
-    printf("replayed %d of %d dead letter(s) of key '%s' in arrival order%s\n", replayed, m, key,
-           closes ? "; the key is released once the last one is applied" : "");
+    printf("replayed %d of %d %s of key '%s' in arrival order%s\n", replayed, p->n,
+           token ? "held event(s)" : "dead letter(s)", key,
+           token && replayed == p->n ? "; the key is released once the last one is applied" : "");
     return rc;
+}
+
+/* A held key: names a new replay when the DLQ holds a copy of every held
+ * event, and fills p. Returns 2 to publish, 3 when the key is not held, or
+ * the exit status. */
+static int name_replay(struct sc_db *db, const struct sc_consumer_config *k, const char *key,
+                       struct keyed *ks, int m, int truncated, struct plan *p, char *token)
+{
+    struct sc_held_event *evs = NULL;
+    struct sc_db_err e = {0};
+    int ne = 0;
+    if (sc_db_held_lock_events(db, k->name, key, &evs, &ne, &e)) {
+        fprintf(stderr, "sidecar dlq: reading the held events of key '%s' failed: error %u: %s\n",
+                key, e.code, e.msg);
+        return 1;
+    }
+    if (ne == 0) {
+        sc_db_rollback(db, &e);
+        return 3;
+    }
+    char missing[512];
+    int lacking = match(ks, m, evs, ne, p, missing, sizeof missing);
+    if (lacking) {
+        sc_db_rollback(db, &e);
+        fprintf(stderr, "sidecar dlq: key '%s' holds %d event(s), and the DLQ showed no copy of %d "
+                "of them: %s%s. They are held unacked by another client (another `sidecar dlq` "
+                "command?), %s, or on their way to %s. Nothing replayed; the key stays held. Run "
+                "this again; if they are gone for good: sidecar dlq release %s --key %s\n", key, ne,
+                lacking, missing, lacking > 5 ? ", …" : "",
+                truncated ? "past the first 10000 messages read" : "gone from the DLQ",
+                k->dead_letter_queue, k->name, key);
+        free(evs);
+        return 1;
+    }
+    free(evs);
+    uuid_t u;
+    uuid_generate(u);
+    uuid_unparse_lower(u, token);
+    if (sc_db_held_name_replay(db, k->name, key, token, &e)) {
+        fprintf(stderr, "sidecar dlq: naming the replay of key '%s' failed: error %u: %s; nothing "
+                "replayed\n", key, e.code, e.msg);
+        return 1;
+    }
+    return 2;
 }
 
 int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
                       const struct sc_consumer_config *k, const char *key)
 {
-    char err[512];
+    char err[512], token[37];
     struct sc_db db = {0};
     struct sc_db_err e = {0};
-    enum sc_replay_open state = SC_REPLAY_NOT_HELD;
     int held = 0, n = 0, rc = 1, use_db = holds_keys(k);
     if (!k->ordering.present) {
         fprintf(stderr, "sidecar dlq replay --key: consumer '%s' has no ordering\n", k->name);
         return 2;
     }
-    if (use_db) {
-        if (sc_db_connect(&db, cfg, &e)) {
-            fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
-            return 1;
-        }
-        int go = open_replay(&db, k, key, &state);
-        if (go != 2) {
-            sc_db_close(&db);
-            return go;
-        }
-        SC_FAULT("dlq.key_marked");
+    if (use_db && sc_db_connect(&db, cfg, &e)) {
+        fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
+        return 1;
     }
     struct dead *ds = calloc(DLQ_MAX, sizeof *ds);
     struct keyed *ks = calloc(DLQ_MAX, sizeof *ks);
-    if (!ds || !ks) {
+    struct plan p = {.copy = calloc(DLQ_MAX, sizeof *p.copy)};
+    if (!ds || !ks || !p.copy) {
         fprintf(stderr, "sidecar dlq: out of memory\n");
         goto out;
     }
@@ -196,22 +223,27 @@ int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
         n = 0;
         goto out;
     }
-    int64_t top;
-    int m = pick(k, key, ds, n, ks, &top);
-    int closes = state == SC_REPLAY_OPENED;
-    if (closes) {
-        int go = close_replay(&db, k, key, top, m, m ? ks[m - 1].id : NULL, held >= DLQ_MAX);
-        if (go != 2) {
-            rc = go;
+    SC_FAULT("dlq.key_browsed");
+    int m = pick(k, key, ds, n, ks);
+    int go = use_db ? name_replay(&db, k, key, ks, m, held >= DLQ_MAX, &p, token) : 3;
+    if (go == 3) {
+        /* Not held: every dead letter of the key, as they are. */
+        for (int i = 0; i < m; i++)
+            p.copy[p.n++] = &ks[i];
+        if (m == 0) {
+            fprintf(stderr, "sidecar dlq: no dead letter of key '%s' in %s%s\n", key,
+                    k->dead_letter_queue, use_db ? " (and the key is not held)" : "");
             goto out;
         }
-        SC_FAULT("dlq.key_named");
-    } else if (m == 0) {
-        fprintf(stderr, "sidecar dlq: no dead letter of key '%s' in %s%s\n", key,
-                k->dead_letter_queue, use_db ? " (and the key is not held)" : "");
+        rc = publish_all(a, k, key, &p, ks, m, NULL);
         goto out;
     }
-    rc = publish_all(a, k, key, ks, m, closes);
+    if (go != 2) {
+        rc = go;
+        goto out;
+    }
+    SC_FAULT("dlq.key_named");
+    rc = publish_all(a, k, key, &p, ks, m, token);
 out:
     if (ds) {
         sc_dlq_give_back(a, k, ds, n);
@@ -219,6 +251,7 @@ out:
     }
     free(ds);
     free(ks);
+    free(p.copy);
     if (use_db)
         sc_db_close(&db);
     return rc;
@@ -234,12 +267,11 @@ int sc_dlq_release_key(const struct sc_config *cfg, const struct sc_consumer_con
     }
     struct sc_db db = {0};
     struct sc_db_err e = {0};
-    struct sc_held_state st;
     if (sc_db_connect(&db, cfg, &e)) {
         fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
         return 1;
     }
-    int r = sc_db_held_release_now(&db, k->name, key, &st, &e);
+    long r = sc_db_held_release(&db, k->name, key, &e);
     sc_db_close(&db);
     if (r < 0) {
         fprintf(stderr, "sidecar dlq: releasing key '%s' failed: error %u: %s\n", key, e.code,
@@ -250,8 +282,8 @@ int sc_dlq_release_key(const struct sc_config *cfg, const struct sc_consumer_con
         printf("key '%s' of consumer '%s' is not held: nothing to release\n", key, k->name);
         return 0;
     }
-    printf("released key '%s' of consumer '%s' (it was held behind %s); its dead letters stay in "
-           "%s: later events of the key run now, and a replay of those dead letters runs them "
-           "after them\n", key, k->name, st.held_behind, k->dead_letter_queue);
+    printf("released key '%s' of consumer '%s' (%ld held event(s) given up); their dead letters "
+           "stay in %s: later events of the key run now, and a replay of those dead letters runs "
+           "them after them\n", key, k->name, r, k->dead_letter_queue);
     return 0;
 }

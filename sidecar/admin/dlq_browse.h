@@ -43,13 +43,15 @@ void sc_dlq_free(struct dead *ds, int n);
 
 /* Publishes a copy of d, every header but the broker's and the sidecar's
  * bookkeeping (replay 1; replay 2: a key's replay, which keeps
- * x-sidecar-hold-seq and is marked x-sidecar-replay-key = replay_key), to
+ * x-sidecar-hold-seq and is marked x-sidecar-replay-key = replay_key and,
+ * when set, x-sidecar-replay-token = replay_token), to
  * queue through the default exchange (or, exchange set, through that one),
  * mandatory, under confirms. Returns 1 when confirmed, 0 when not (m_result
  * says why), -1 when the connection failed. */
 int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exchange,
                         const char *queue, int replay, const char *replay_key,
-                        enum sc_publish_result *m_result, char *err, size_t err_len);
+                        const char *replay_token, enum sc_publish_result *m_result, char *err,
+                        size_t err_len);
 
 /* Acks tag and waits for proof the broker took it. 0, or -1 with err set
  * (the connection is gone: the ack may or may not have been taken). */

@@ -57,16 +57,15 @@ static int held_read(struct worker *w, const char *const *keys, int n, struct sc
     return sc_db_held_read(&w->db, w->c->k->name, keys, n, rows, e);
 }
 
-static int held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
-                     int64_t prior_seq, int64_t *seq, struct sc_db_err *e)
+static int held_hold(struct worker *w, const char *key, const char *event_id, const char *token,
+                     int64_t *seq, struct sc_db_err *e)
 {
-    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, replayed, prior_seq, seq, e);
+    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, token, seq, e);
 }
 
-static int held_release(struct worker *w, const char *key, const char *replay_until,
-                        char *behind, struct sc_db_err *e)
+static long held_left(struct worker *w, const char *key, struct sc_db_err *e)
 {
-    return sc_db_held_release(&w->db, w->c->k->name, key, replay_until, behind, e);
+    return sc_db_held_left(&w->db, w->c->k->name, key, e);
 }
 
 static sc_handler_status handle(struct worker *w, const struct sc_event *ev, char *reason,
@@ -138,7 +137,7 @@ const struct sc_batch_io sc_batch_io_real = {
     .replace_session = sc_worker_reset_db,
     .held_read = held_read,
     .held_hold = held_hold,
-    .held_release = held_release,
+    .held_left = held_left,
     .handle = handle,
     .has_batch = has_batch,
     .handle_batch = handle_batch,

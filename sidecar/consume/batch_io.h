@@ -33,10 +33,9 @@ struct sc_batch_io {
      * outside any batch transaction. */
     int (*held_read)(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
                      struct sc_db_err *e);
-    int (*held_hold)(struct worker *w, const char *key, const char *event_id, int replayed,
-                     int64_t prior_seq, int64_t *seq, struct sc_db_err *e);
-    int (*held_release)(struct worker *w, const char *key, const char *replay_until,
-                        char *behind, struct sc_db_err *e);
+    int (*held_hold)(struct worker *w, const char *key, const char *event_id, const char *token,
+                     int64_t *seq, struct sc_db_err *e);
+    long (*held_left)(struct worker *w, const char *key, struct sc_db_err *e);
 
     /* The handler, on the session's connection. */
     sc_handler_status (*handle)(struct worker *w, const struct sc_event *ev, char *reason,

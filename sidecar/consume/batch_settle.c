@@ -184,8 +184,7 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
             /* The hold stands before its dead letter is acked: every later
              * event of the key, here or in another instance, is held. */
             if (hold && d->key &&
-                w->io->held_hold(w, d->key, d->event_id, d->replayed,
-                                 sc_amqp_header_int(sc_delivery_headers(&d->env), SC_H_HOLD_SEQ, 0),
+                w->io->held_hold(w, d->key, d->event_id, d->replay_token ? d->replay_token : "",
                                  &it->hold_seq, &e)) {
                 sc_log(SC_LOG_WARN, &it->lf, "could not record that key '%.100s' is held (error "
                        "%u: %s): kept in hand, runs again on a new session", d->key, e.code,
@@ -205,14 +204,11 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
         failed |= w->io->ack(w, d->env.delivery_tag, 0) != 0;
         for (int i = 0; i < d->n_items; i++)
             log_outcome(w, &d->items[i], committed_us);
-        /* The replay's last event applied: the key goes free (unless an
-         * event came during the replay). Failing here, the next event of
-         * the key releases it. */
-        struct sc_db_err e = {0};
-        if (hold && d->replayed && d->key && d->n_items == 1 && d->items[0].d != D_DEAD &&
-            sc_held_release(w, d->key, d->event_id, &e) < 0)
-            sc_log(SC_LOG_WARN, &d->items[0].lf, "releasing key '%.100s' after its replay failed "
-                   "(error %u: %s): its next event releases it", d->key, e.code, e.msg);
+        /* A replayed copy applied: the key is free once none of its held
+         * events is left unconsumed (nothing to write: that is the rule). */
+        if (hold && d->replay_token && d->replay_token[0] && d->key && d->n_items == 1 &&
+            d->items[0].d != D_DEAD)
+            sc_held_after_replayed(w, d, &d->items[0].lf);
     }
     return failed || !copies_ok ? NEXT_RESET : db_failed ? NEXT_DB_LOST : NEXT_CONTINUE;
 }

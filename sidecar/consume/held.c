@@ -1,14 +1,14 @@
 /* Held keys (on_dead_letter hold) before an ordered batch runs: a delivery
- * whose key is held is dead-lettered unrun, "held behind <event_id>"; a
- * replay in flight lets its own copies run and holds what else arrives; a
- * replay whose last event is consumed releases the key. */
+ * whose key is held is dead-lettered unrun, "held behind <event_id>" (the
+ * key's first held event not yet consumed), unless it is a copy of the key's
+ * current replay: it carries that replay's token. A copy of an older replay
+ * is held like any other event: it keeps its place. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "consume/batch_core.h"
 #include "consume/held.h"
-#include "io/db_held.h"
 #include "log.h"
 
 int sc_held_mode(const struct sc_consumer_config *k)
@@ -17,28 +17,17 @@ int sc_held_mode(const struct sc_consumer_config *k)
            strcmp(k->ordering.on_dead_letter, "hold") == 0;
 }
 
-/* behind: room 37, or NULL. */
-static int release(struct worker *w, const char *key, const char *replay_until, char *behind,
-                   struct sc_db_err *e)
+void sc_held_after_replayed(struct worker *w, const struct delivery *d,
+                            const struct sc_log_fields *lf)
 {
-    char own[37];
-    if (!behind)
-        behind = own;
-    int r = w->io->held_release(w, key, replay_until, behind, e);
-    struct sc_log_fields lf = {.consumer = w->c->k->name, .event_id = replay_until};
-    if (r == SC_HELD_RELEASED)
-        sc_log(SC_LOG_INFO, &lf, "key '%.100s' released: its replay ended with this event applied",
-               key);
-    else if (r == SC_HELD_STAYS)
-        sc_log(SC_LOG_INFO, &lf, "key '%.100s' replayed up to this event; it stays held behind %s, "
-               "which arrived during the replay: replay the key again", key, behind);
-    return r;
-}
-
-int sc_held_release(struct worker *w, const char *key, const char *replay_until,
-                    struct sc_db_err *e)
-{
-    return release(w, key, replay_until, NULL, e);
+    struct sc_db_err e = {0};
+    long left = w->io->held_left(w, d->key, &e);
+    if (left == 0)
+        sc_log(SC_LOG_INFO, lf, "key '%.100s' released: its replay applied every held event of it",
+               d->key);
+    else if (left < 0)
+        sc_log(SC_LOG_WARN, lf, "could not tell whether key '%.100s' is released (error %u: %s): "
+               "its next event finds out", d->key, e.code, e.msg);
 }
 
 int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_err *e)
@@ -64,25 +53,8 @@ int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_er
         struct delivery *d = &dls[of[i]];
         if (!h->found)
             continue;
-        if (h->replay_until[0] && h->replay_done) {
-            /* The replay ended (its last event consumed) and the release
-             * did not happen then: now. */
-            char behind[37];
-            int r = release(w, d->key, h->replay_until, behind, e);
-            if (r < 0)
-                goto out;
-            if (r == SC_HELD_RELEASED)
-                continue;
-            /* Held behind what came during the replay; or the row changed
-             * under this read (held, as read: order before liveness). */
-            if (r == SC_HELD_STAYS)
-                snprintf(h->held_behind, sizeof h->held_behind, "%s", behind);
-            h->replay_until[0] = 0;
-        }
-        if (h->replay_until[0] && d->replayed)
-            continue; /* the replay's own copy runs */
-        /* Anything else is held; its dead letter's hold notes it when a
-         * replay is in flight, so the key stays held behind it after. */
+        if (h->replay_token[0] && d->replay_token && strcmp(d->replay_token, h->replay_token) == 0)
+            continue; /* the current replay's own copy runs */
         snprintf(d->held_why, sizeof d->held_why, "held behind %s", h->held_behind);
         d->refused = d->held_why;
     }

@@ -13,10 +13,9 @@ int sc_held_mode(const struct sc_consumer_config *k);
  * database could not tell: run nothing now). */
 int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_err *e);
 
-/* The replay of key ended with replay_until consumed: releases the key (or
- * leaves it held behind what arrived meanwhile) and says so. Returns the
- * enum sc_held_release. */
-int sc_held_release(struct worker *w, const char *key, const char *replay_until,
-                    struct sc_db_err *e);
+/* A copy of the key's current replay was applied: says when the key is
+ * free with it (its replay applied every held event). */
+void sc_held_after_replayed(struct worker *w, const struct delivery *d,
+                            const struct sc_log_fields *lf);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "consume/worker.h"
+#include "io/amqp_conn.h"
 #include "envelope/json_span.h"
 #include "envelope/message.h"
 
@@ -110,13 +111,12 @@ void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot 
     s->kind = sc_order_key_id(k, &s->env, s->key, sizeof s->key, s->id, s->why, sizeof s->why);
     s->hash = s->kind == SC_ORDER_KEYED ? sc_order_hash(s->key) : 0;
     const amqp_basic_properties_t *p = &s->env.message.properties;
-    s->replayed = 0;
-    if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
-        for (int i = 0; i < p->headers.num_entries; i++) {
-            amqp_bytes_t name = p->headers.entries[i].key;
-            s->replayed |= name.len == strlen(SC_H_REPLAY_KEY) &&
-                           memcmp(name.bytes, SC_H_REPLAY_KEY, name.len) == 0;
-        }
+    amqp_bytes_t t = sc_amqp_header_bytes((p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers
+                                                                                 : NULL,
+                                          SC_H_REPLAY_TOKEN);
+    /* A token of any other length is no replay's: matched against none. */
+    snprintf(s->replay_token, sizeof s->replay_token, "%.*s",
+             t.len == 36 ? 36 : 0, t.len == 36 ? (const char *)t.bytes : "");
 }
 
 int sc_order_init(struct sc_order *o, int cap)
@@ -209,7 +209,7 @@ void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct deli
         dls[j].refused = s->kind == SC_ORDER_UNKEYED ? s->why : NULL;
         dls[j].key = s->kind == SC_ORDER_KEYED ? s->key : NULL;
         dls[j].event_id = s->kind == SC_ORDER_KEYED ? s->id : NULL;
-        dls[j].replayed = s->replayed;
+        dls[j].replay_token = s->replay_token;
     }
 }
 

@@ -40,9 +40,12 @@ enum sc_order_kind sc_order_key(const struct sc_consumer_config *k, const amqp_e
 enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amqp_envelope_t *env,
                                    char *key, size_t key_cap, char *id, char *why, size_t why_len);
 
-/* The header `sidecar dlq replay --key` puts on its copies (the key), and the
- * one numbering a key's dead letters in arrival order while it is held. */
+/* The headers `sidecar dlq replay --key` puts on its copies (the key; the
+ * replay's token, which the consumer matches against the key's current
+ * replay), and the one numbering a key's dead letters in arrival order
+ * while it is held. */
 #define SC_H_REPLAY_KEY "x-sidecar-replay-key"
+#define SC_H_REPLAY_TOKEN "x-sidecar-replay-token"
 #define SC_H_HOLD_SEQ "x-sidecar-hold-seq"
 
 /* One delivery in hand. */
@@ -54,7 +57,7 @@ struct sc_order_slot {
     char key[SC_ORDER_KEY_MAX + 1];
     char why[256];          /* SC_ORDER_UNKEYED */
     char id[37];            /* SC_ORDER_KEYED: its event's id */
-    int replayed;           /* it carries x-sidecar-replay-key (sidecar dlq replay --key) */
+    char replay_token[37];  /* x-sidecar-replay-token (sidecar dlq replay --key), "" if none */
     int in_place;           /* attempts it spent in hand (retries in place) */
     int64_t due_ms;         /* not before (an in-place retry's delay) */
 };

@@ -73,7 +73,7 @@ struct delivery {
                              key is held (held_why) */
     const char *key;      /* its ordering key, or NULL */
     const char *event_id; /* its event's id as the key was read, or NULL */
-    int replayed;         /* a copy `sidecar dlq replay --key` sent */
+    const char *replay_token; /* a copy `sidecar dlq replay --key` sent: its token, else "" */
     char held_why[64];    /* "held behind <event_id>" */
     /* and the batch sets these for it: kept in hand (neither acked nor
      * returned) to run again after again_ms; spent when that counts as an

@@ -35,15 +35,14 @@ static const struct need needs[] = {
     {SC_SCHEMA_CONSUMER, "unique constraint uq_consumed_event_identity (consumer_name, event_id)",
      INDEX("consumed_event", "uq_consumed_event_identity", "consumer_name,event_id")
      " AND s.nu = 0", 1, "002_consumed_event.sql"},
-    {SC_SCHEMA_HOLD, "table consumer_held_key with every column an ordered consumer that holds "
-     "keys reads and writes",
-     COLUMNS("consumer_held_key", "'consumer_name', 'order_key', 'held_behind', 'held_at', "
-             "'hold_seq', 'replay_until', 'held_in_replay'"), 7,
+    {SC_SCHEMA_HOLD, "table consumer_held_key (consumer_name, order_key, held_at, hold_seq)",
+     COLUMNS("consumer_held_key", "'consumer_name', 'order_key', 'held_at', 'hold_seq'"), 4,
      "010_consumer_held_key.sql"},
-    {SC_SCHEMA_HOLD, "consumer_held_key.held_behind nullable (a released key keeps its row and "
-     "its hold sequence)",
-     COLUMNS("consumer_held_key", "'held_behind'") " AND IS_NULLABLE = 'YES'", 1,
-     "011_consumer_held_key_release.sql"},
+    {SC_SCHEMA_HOLD, "consumer_held_key.replay_token and table consumer_held_event (consumer_name, "
+     "order_key, event_id, hold_seq, held_at)",
+     "SELECT (" COLUMNS("consumer_held_key", "'replay_token'") ") + (" COLUMNS(
+         "consumer_held_event", "'consumer_name', 'order_key', 'event_id', 'hold_seq', 'held_at'")
+     ")", 6, "011_consumer_held_event.sql"},
     {SC_SCHEMA_RELAY, "table outbox_event with every column the relay reads and writes",
      COLUMNS("outbox_event", "'event_id', 'aggregate_type', 'aggregate_id', 'event_type', "
              "'event_version', 'payload', 'status', 'lease_owner', 'lease_until', "

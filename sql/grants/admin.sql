@@ -13,6 +13,7 @@ DEALLOCATE PREPARE sc_create_user;
 SET @sc_pw = NULL, @sc_sql = NULL;
 GRANT SELECT, DELETE ON app.consumed_event TO 'sidecar_admin'@'%';
 GRANT SELECT ON app.consumer_held_key TO 'sidecar_admin'@'%';
+GRANT SELECT ON app.consumer_held_event TO 'sidecar_admin'@'%';
 GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
 GRANT UPDATE (status, lease_owner, lease_until) ON app.outbox_event TO 'sidecar_admin'@'%';
 -- the example effects `sidecar inspect` shows (consumers[].inspect_effects)

@@ -20,6 +20,7 @@ GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
 -- ordered consumers holding keys (and `sidecar dlq replay --key`, run with the
 -- consumer's configuration)
 GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_key TO 'sidecar_consumer'@'%';
+GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_event TO 'sidecar_consumer'@'%';
 -- the sample handler (handlers/notification_job)
 GRANT SELECT, INSERT ON app.notification_job TO 'sidecar_consumer'@'%';
 GRANT SELECT, INSERT ON app.order_event_log TO 'sidecar_consumer'@'%';

@@ -57,7 +57,8 @@ def is_eq(got, want, label):
 
 
 def diag(msg):
-    print("# " + msg, flush=True)
+    """A TAP comment: every line of msg behind '# '."""
+    print("\n".join("# " + line for line in str(msg).splitlines() or [""]), flush=True)
 
 
 def done():

@@ -47,10 +47,15 @@ def applied_versions(consumer, key):
 
 
 def held_row(consumer, key):
-    """(held_behind, replay_until, held_in_replay, hold_seq) while the key is
-    held, None once released (a released key keeps its row, held_behind
-    NULL)."""
-    rows = query("SELECT held_behind, replay_until, held_in_replay, hold_seq FROM "
-                 "consumer_held_key WHERE consumer_name = %s AND order_key = %s AND "
-                 "held_behind IS NOT NULL", (consumer, key))
-    return rows[0] if rows else None
+    """(held_behind, replay_token, held, hold_seq) while the key is held --
+    its first held event not consumed, the token of its current replay, how
+    many of its held events are not consumed, the highest number given out --
+    None once none is left."""
+    rows = query("SELECT e.event_id, k.replay_token, k.hold_seq FROM consumer_held_event e JOIN "
+                 "consumer_held_key k ON k.consumer_name = e.consumer_name AND k.order_key = "
+                 "e.order_key WHERE e.consumer_name = %s AND e.order_key = %s AND NOT EXISTS "
+                 "(SELECT 1 FROM consumed_event c WHERE c.consumer_name = e.consumer_name AND "
+                 "c.event_id = e.event_id) ORDER BY e.hold_seq", (consumer, key))
+    if not rows:
+        return None
+    return (rows[0][0], rows[0][1], len(rows), rows[0][2])

@@ -1,12 +1,10 @@
-"""Review reproducer: `dlq replay --key` that named its last copy but did not
-publish it — its publish refused (here: the consumer's queue missing, the
-copy returned unroutable) or the command killed right after naming
-(SIDECAR_FAULT=dlq.key_named) — leaves the key "in flight" for good: the
-command says "the key stays held: replay it again", but every later
-`replay --key` is refused (the named last copy is never consumed), and the
-only way out, `dlq release --key`, lets the key's later events run before its
-dead letters. Expected: the replay run again replays the key in arrival
-order and releases it."""
+"""`dlq replay --key` that named its replay but did not publish its copies —
+its publish refused (here: the consumer's queue missing, the copy returned
+unroutable) or the command killed right after naming
+(SIDECAR_FAULT=dlq.key_named). (Found by review: the first form of the
+replay then left the key "in flight" for good; every later replay was
+refused, and only `dlq release --key` freed it, giving up order.) Now the
+replay run again names a new replay and replays the key in arrival order."""
 import os
 import tempfile
 
@@ -40,7 +38,7 @@ conn.channel().queue_delete(sc.queue)
 conn.close()
 rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", refused], sc.config)
 diag(out)
-ok(rc == 1 and "replay it again" in out, "the copy is refused; the command says: replay it again",
+ok(rc == 1 and "run this again" in out, "the copy is refused; the command says: run this again",
    (rc, out))
 ok(sc.start(), "consumer restarted (its queue declared again)")
 rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", refused], sc.config)

@@ -1,16 +1,12 @@
-"""Review reproducer: a replayed copy of an earlier `dlq replay --key` that
-ended (one of its copies failed again and holds the key) still runs when it
-reaches the consumer while a later `replay --key` has the key marked
-"pending" (held.c lets any copy carrying x-sidecar-replay-key run whenever
-replay_until is not empty, and "pending" is not empty). Here the later
-replay dies right after its mark (SIDECAR_FAULT=dlq.key_marked), so the
-mark stays until a replay takes it over; the stale copy is held back by
-another client (what a backlog in front of it does) until then.
-Expected: the stale copy is held like any other event of the key (v3 not
-applied while v1 and v2 wait in the DLQ), and a replay run again takes all
-three in arrival order. Today: v3 is applied before v1 and v2, and no
-replay can ever prove the key complete again (number 3 is consumed, never
-back in the DLQ)."""
+"""A replayed copy of an earlier `dlq replay --key` that ended (one of its
+copies failed again and holds the key) reaches the consumer late, after a
+later `replay --key` died midway. (Found by review: the first form of the
+replay let any copy run while a later replay had marked the key "pending";
+v3 was applied before v1 and v2, and no replay could prove the key complete
+again.) The stale copy is held back by another client (what a backlog in
+front of it does) until then. Now it carries a token that is not the key's
+current replay's: it is held like any other event of the key, and a replay
+run again takes all three in arrival order."""
 import os
 import tempfile
 
@@ -55,11 +51,11 @@ ok(wait_until(lambda: queue_depth(sc.dlq) == 2 and held_row(name, key) and
    (held_row(name, key), queue_depth(sc.dlq)))
 os.unlink(block)
 
-# A second replay dies right after marking the key.
+# A second replay dies right after reading the DLQ.
 rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", key], sc.config,
-                          env={"SIDECAR_FAULT": "dlq.key_marked"})
-ok(rc == 86 and held_row(name, key)[1] == "pending", "the second replay died after its mark",
-   (rc, held_row(name, key)))
+                          env={"SIDECAR_FAULT": "dlq.key_browsed"})
+ok(rc == 86 and held_row(name, key)[1] is None,
+   "the second replay died after its read, naming no replay", (rc, held_row(name, key)))
 other.close()  # v3' reaches the consumer
 ok(wait_until(lambda: 3 in versions() or queue_depth(sc.dlq) == 3, timeout=30),
    "the stale copy v3' was taken by the consumer", (versions(), queue_depth(sc.dlq)))

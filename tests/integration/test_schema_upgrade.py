@@ -79,7 +79,7 @@ ok(rc == 2 and "apply sql/schema/009_outbox_trace.sql" in out and "traceparent" 
    "without 009 the relay refuses to start, naming it and the columns", detail=out[-600:])
 # An ordered consumer that holds keys needs consumer_held_key (010).
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
-    if not f.endswith("010_consumer_held_key.sql"):
+    if not f.endswith(("010_consumer_held_key.sql", "011_consumer_held_event.sql")):
         apply(f)
 held_cfg = dict(consumer_only)
 held_cfg["consumers"] = [dict(cfg["consumers"][0], name="held-" + suffix(),
@@ -92,10 +92,10 @@ rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "a consumer that does not hold keys does not need it")
 
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
-    if not f.endswith("011_consumer_held_key_release.sql"):
+    if not f.endswith("011_consumer_held_event.sql"):
         apply(f)
 rc, out = run_sidecar_cmd(["check"], held_cfg)
-ok(rc == 2 and "held_behind nullable" in out and "011_consumer_held_key_release.sql" in out,
+ok(rc == 2 and "consumer_held_event" in out and "011_consumer_held_event.sql" in out,
    "with 010 but not 011 the holding consumer is refused, naming 011", detail=out[-600:])
 for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
     apply(f)

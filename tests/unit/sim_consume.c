@@ -586,13 +586,12 @@ static int db_held_read(struct worker *w, const char *const *keys, int n, struct
     return 0;
 }
 
-static int db_held_hold(struct worker *w, const char *key, const char *event_id, int replayed,
-                        int64_t prior_seq, int64_t *seq, struct sc_db_err *e)
+static int db_held_hold(struct worker *w, const char *key, const char *event_id, const char *token,
+                        int64_t *seq, struct sc_db_err *e)
 {
     (void)w;
-    (void)replayed;
-    if (prior_seq > 0)
-        fail("a hold sequence number on a delivery nobody replayed");
+    if (token[0])
+        fail("a replay token on a delivery nobody replayed");
     if (W.n_ops)
         fail("a hold recorded inside a batch's transaction (its work not committed yet)");
     if (statement_fault(1, e))
@@ -607,13 +606,10 @@ static int db_held_hold(struct worker *w, const char *key, const char *event_id,
     return 0;
 }
 
-static int db_held_release_unused(struct worker *w, const char *key, const char *event_id,
-                                  char *behind, struct sc_db_err *e)
+static long db_held_left_unused(struct worker *w, const char *key, struct sc_db_err *e)
 {
-    (void)behind;
     (void)w;
     (void)key;
-    (void)event_id;
     (void)e;
     fail("a replay's statement without a replay");
     return -1;
@@ -970,7 +966,7 @@ static const struct sc_batch_io sim_io = {
     .replace_session = db_replace_session,
     .held_read = db_held_read,
     .held_hold = db_held_hold,
-    .held_release = db_held_release_unused,
+    .held_left = db_held_left_unused,
     .handle = h_handle,
     .has_batch = h_has_batch,
     .handle_batch = h_handle_batch,
@@ -1048,7 +1044,7 @@ static void deliver(struct delivery *dl, int slot, struct msg m)
     dl->in_place = 0; /* what an ordered schedule left in the array */
     dl->refused = NULL;
     dl->key = dl->event_id = NULL;
-    dl->replayed = 0;
+    dl->replay_token = "";
     deliver_env(&dl->env, bodies[slot], sizeof bodies[slot], headers[slot], member_spans[slot], m);
 }
 
