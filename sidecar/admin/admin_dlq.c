@@ -230,9 +230,20 @@ static void drop_body(struct dead *d, int wanted)
     d->msg.body = amqp_empty_bytes;
 }
 
+/* 1 when d is an event of ordering key `key` for consumer k. */
+static int of_key(const struct sc_consumer_config *k, const struct dead *d, const char *key)
+{
+    amqp_envelope_t env;
+    memset(&env, 0, sizeof env);
+    env.message = d->msg;
+    char kk[SC_ORDER_KEY_MAX + 1], id[37], why[256];
+    return sc_order_key_id(k, &env, kk, sizeof kk, id, why, sizeof why) == SC_ORDER_KEYED &&
+           strcmp(kk, key) == 0;
+}
+
 int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
                   int refresh, const char *spare, int spare_all, int bodies, const char *keep,
-                  int *held, char *err, size_t err_len)
+                  const char *keep_key, int *held, char *err, size_t err_len)
 {
     const char *queue = k->dead_letter_queue;
     amqp_queue_declare_ok_t *q = amqp_queue_declare(a->conn, SC_AMQP_CHANNEL,
@@ -265,7 +276,7 @@ int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
         /* The frames the body came in stay in the connection's pool until
          * released: without this a browse holds every body twice. */
         amqp_maybe_release_buffers(a->conn);
-        int wanted = bodies && (!keep || matches(d, keep));
+        int wanted = bodies && (!keep || matches(d, keep)) && (!keep_key || of_key(k, d, keep_key));
         if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare))) {
             drop_body(d, wanted);
             continue;
@@ -464,7 +475,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         snprintf(err, sizeof err, "out of memory");
     else if (sc_amqp_confirm_select(&a, err, sizeof err) == 0)
         n = sc_dlq_browse(&a, k, ds, DLQ_MAX, strcmp(k->queue_type, "quorum") == 0,
-                   replaying ? filter : NULL, replaying && !filter, !list, filter, &held, err,
+                   replaying ? filter : NULL, replaying && !filter, !list, filter, NULL, &held, err,
                    sizeof err);
     if (n < 0) {
         fprintf(stderr, "sidecar dlq: %s\n", err);

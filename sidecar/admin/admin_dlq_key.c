@@ -2,14 +2,17 @@
  * --key K`. The database says which events of a held key are held and in
  * which order (consumer_held_event); the DLQ only carries their bodies. A
  * replay reads the DLQ first, then, with the key's row locked, the held
- * events: only when it has a copy of every one does it stamp a new replay
- * token on the key and publish one copy of each, in order, with that token.
- * The consumer runs copies carrying the key's current token and holds any
- * other (an older replay's, an event arriving meanwhile), so a replay cut
- * short, superseded or run twice never lets an event overtake another. */
+ * events; it stamps a new replay token on the key and publishes one copy of
+ * each, in order, with that token.
+ * The consumer runs the current token's copy of the key's first held event
+ * and holds anything else (an older replay's copy, an event arriving
+ * meanwhile), so a replay cut short, superseded or run twice never lets an
+ * event overtake another. Without a copy of every held event it replays the
+ * ones before the first missing one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uuid/uuid.h>
 
 #include "admin/dlq_browse.h"
@@ -77,26 +80,20 @@ struct plan {
     int n;
 };
 
-/* The held events evs[0..ne) matched to their DLQ copies. Returns how many
- * have none (listing the first few into missing). */
+/* The held events evs[0..ne) matched to their DLQ copies, up to the first
+ * that has none: replaying that run keeps order (the key stays held behind
+ * the first missing one). Returns the index of the first missing, ne when
+ * every one has a copy. */
 static int match(struct keyed *ks, int m, const struct sc_held_event *evs, int ne,
-                 struct plan *p, char *missing, size_t missing_len)
+                 struct plan *p)
 {
-    int lacking = 0;
-    size_t off = 0;
-    missing[0] = 0;
     for (int i = 0; i < ne; i++) {
         struct keyed *c = find(ks, m, evs[i].event_id);
-        if (c) {
-            p->copy[p->n++] = c;
-            continue;
-        }
-        if (lacking++ < 5 && off < missing_len)
-            off += (size_t)snprintf(missing + off, missing_len - off, "%s%s (number %lld)",
-                                    lacking > 1 ? ", " : "", evs[i].event_id,
-                                    (long long)evs[i].seq);
+        if (!c)
+            return i;
+        p->copy[p->n++] = c;
     }
-    return lacking;
+    return ne;
 }
 
 /* Acks off the DLQ every other copy of c's event (duplicates the consumer
@@ -114,7 +111,8 @@ static void ack_twins(struct sc_amqp *a, struct keyed *ks, int m, const struct k
  * token: the replay's (NULL for a key that is not held). Returns the exit
  * status. */
 static int publish_all(struct sc_amqp *a, const struct sc_consumer_config *k, const char *key,
-                       const struct plan *p, struct keyed *ks, int m, const char *token)
+                       const struct plan *p, struct keyed *ks, int m, const char *token,
+                       int frees)
 {
     char ex[300] = "", q[300], err[512];
     if (k->ordering.partitions > 1)
@@ -147,49 +145,110 @@ static int publish_all(struct sc_amqp *a, const struct sc_consumer_config *k, co
     }
     printf("replayed %d of %d %s of key '%s' in arrival order%s\n", replayed, p->n,
            token ? "held event(s)" : "dead letter(s)", key,
-           token && replayed == p->n ? "; the key is released once the last one is applied" : "");
+           frees && replayed == p->n ? "; the key is released once the last one is applied" : "");
     return rc;
 }
 
-/* A held key: names a new replay when the DLQ holds a copy of every held
- * event, and fills p. Returns 2 to publish, 3 when the key is not held, or
- * the exit status. */
-static int name_replay(struct sc_db *db, const struct sc_consumer_config *k, const char *key,
-                       struct keyed *ks, int m, int truncated, struct plan *p, char *token)
+/* Why a replay stops short of the key's held events: the first one the DLQ
+ * showed no copy of. */
+static void say_short(const struct sc_consumer_config *k, const char *key, int ne, int done,
+                      const char *first, int64_t seq, int truncated)
+{
+    fprintf(stderr, "sidecar dlq: key '%s' holds %d event(s); the DLQ showed no copy of %s (number "
+            "%lld), the %s of them%s: held unacked by another client (another `sidecar dlq` "
+            "command?), %s, or on its way to %s. %s; the key stays held behind it. Run this again; "
+            "if it is gone for good: sidecar dlq release %s --key %s\n", key, ne, first,
+            (long long)seq, done ? "next" : "first", done ? " after the ones replayed" : "",
+            truncated ? "past the first 100000 messages read (replay or release the keys "
+                        "ahead of it first)" : "gone from the DLQ",
+            k->dead_letter_queue, done ? "Only the ones before it are replayed" : "Nothing replayed",
+            k->name, key);
+}
+
+/* What a replay has read of the DLQ: ds[0..n), the key's among them
+ * ks[0..m) in order. */
+struct view {
+    struct sc_amqp *a;
+    const struct sc_consumer_config *k;
+    const char *key;
+    struct dead *ds;
+    int n, held, truncated;
+    struct keyed *ks;
+    int m;
+};
+
+/* Reads on from where the view stopped (what reached the DLQ since).
+ * Returns how many more, or -1 with the reason printed. */
+static int read_on(struct view *v)
+{
+    char err[512];
+    int held = 0;
+    if (v->n >= DLQ_KEY_MAX)
+        return 0;
+    int got = sc_dlq_browse(v->a, v->k, v->ds + v->n, DLQ_KEY_MAX - v->n, 0, NULL, 1, 1, NULL,
+                            v->key, &held, err, sizeof err);
+    if (got < 0) {
+        fprintf(stderr, "sidecar dlq: %s\n", err);
+        return -1;
+    }
+    v->n += got;
+    v->truncated |= v->n >= DLQ_KEY_MAX;
+    v->m = pick(v->k, v->key, v->ds, v->n, v->ks);
+    return got;
+}
+
+/* A held key: names a new replay for its held events that have DLQ copies,
+ * up to the first that has none, and fills p. The key's row stays locked
+ * from reading its held events to naming the replay, so no hold of the key
+ * commits meanwhile: a held event not in the view is one whose dead letter
+ * is on its way (its hold committed a moment before: read on, a few times)
+ * or out of reach. Returns 2 to publish (*short_of set when it stops
+ * short), 3 when the key is not held, or the exit status. */
+static int name_replay(struct sc_db *db, struct view *v, struct plan *p, char *token,
+                       int *short_of)
 {
     struct sc_held_event *evs = NULL;
     struct sc_db_err e = {0};
     int ne = 0;
-    if (sc_db_held_lock_events(db, k->name, key, &evs, &ne, &e)) {
+    *short_of = 0;
+    if (sc_db_held_lock_events(db, v->k->name, v->key, &evs, &ne, &e)) {
         fprintf(stderr, "sidecar dlq: reading the held events of key '%s' failed: error %u: %s\n",
-                key, e.code, e.msg);
+                v->key, e.code, e.msg);
         return 1;
     }
     if (ne == 0) {
         sc_db_rollback(db, &e);
         return 3;
     }
-    char missing[512];
-    int lacking = match(ks, m, evs, ne, p, missing, sizeof missing);
-    if (lacking) {
-        sc_db_rollback(db, &e);
-        fprintf(stderr, "sidecar dlq: key '%s' holds %d event(s), and the DLQ showed no copy of %d "
-                "of them: %s%s. They are held unacked by another client (another `sidecar dlq` "
-                "command?), %s, or on their way to %s. Nothing replayed; the key stays held. Run "
-                "this again; if they are gone for good: sidecar dlq release %s --key %s\n", key, ne,
-                lacking, missing, lacking > 5 ? ", …" : "",
-                truncated ? "past the first 10000 messages read" : "gone from the DLQ",
-                k->dead_letter_queue, k->name, key);
-        free(evs);
-        return 1;
+    int upto = match(v->ks, v->m, evs, ne, p);
+    for (int pass = 0; upto < ne && pass < 5; pass++) {
+        if (pass) {
+            struct timespec ts = {0, 40 * 1000000L}; /* a dead letter's publish and confirm */
+            nanosleep(&ts, NULL);
+        }
+        if (read_on(v) < 0) {
+            sc_db_rollback(db, &e);
+            free(evs);
+            return 1;
+        }
+        p->n = 0;
+        upto = match(v->ks, v->m, evs, ne, p);
+    }
+    if (upto < ne) {
+        say_short(v->k, v->key, ne, upto, evs[upto].event_id, evs[upto].seq, v->truncated);
+        *short_of = 1;
     }
     free(evs);
+    if (upto == 0) {
+        sc_db_rollback(db, &e);
+        return 1;
+    }
     uuid_t u;
     uuid_generate(u);
     uuid_unparse_lower(u, token);
-    if (sc_db_held_name_replay(db, k->name, key, token, &e)) {
+    if (sc_db_held_name_replay(db, v->k->name, v->key, token, &e)) {
         fprintf(stderr, "sidecar dlq: naming the replay of key '%s' failed: error %u: %s; nothing "
-                "replayed\n", key, e.code, e.msg);
+                "replayed\n", v->key, e.code, e.msg);
         return 1;
     }
     return 2;
@@ -201,7 +260,7 @@ int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
     char err[512], token[37];
     struct sc_db db = {0};
     struct sc_db_err e = {0};
-    int held = 0, n = 0, rc = 1, use_db = holds_keys(k);
+    int rc = 1, use_db = holds_keys(k);
     if (!k->ordering.present) {
         fprintf(stderr, "sidecar dlq replay --key: consumer '%s' has no ordering\n", k->name);
         return 2;
@@ -210,32 +269,32 @@ int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
         fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
         return 1;
     }
-    struct dead *ds = calloc(DLQ_MAX, sizeof *ds);
-    struct keyed *ks = calloc(DLQ_MAX, sizeof *ks);
-    struct plan p = {.copy = calloc(DLQ_MAX, sizeof *p.copy)};
-    if (!ds || !ks || !p.copy) {
+    struct view v = {.a = a, .k = k, .key = key, .ds = calloc(DLQ_KEY_MAX, sizeof *v.ds),
+                     .ks = calloc(DLQ_KEY_MAX, sizeof *v.ks)};
+    struct plan p = {.copy = calloc(DLQ_KEY_MAX, sizeof *p.copy)};
+    if (!v.ds || !v.ks || !p.copy) {
         fprintf(stderr, "sidecar dlq: out of memory\n");
         goto out;
     }
-    if (sc_amqp_confirm_select(a, err, sizeof err) ||
-        (n = sc_dlq_browse(a, k, ds, DLQ_MAX, 0, NULL, 1, 1, NULL, &held, err, sizeof err)) < 0) {
+    if (sc_amqp_confirm_select(a, err, sizeof err)) {
         fprintf(stderr, "sidecar dlq: %s\n", err);
-        n = 0;
         goto out;
     }
+    if (read_on(&v) < 0)
+        goto out;
     SC_FAULT("dlq.key_browsed");
-    int m = pick(k, key, ds, n, ks);
-    int go = use_db ? name_replay(&db, k, key, ks, m, held >= DLQ_MAX, &p, token) : 3;
+    int short_of = 0;
+    int go = use_db ? name_replay(&db, &v, &p, token, &short_of) : 3;
     if (go == 3) {
         /* Not held: every dead letter of the key, as they are. */
-        for (int i = 0; i < m; i++)
-            p.copy[p.n++] = &ks[i];
-        if (m == 0) {
+        for (int i = 0; i < v.m; i++)
+            p.copy[p.n++] = &v.ks[i];
+        if (v.m == 0) {
             fprintf(stderr, "sidecar dlq: no dead letter of key '%s' in %s%s\n", key,
                     k->dead_letter_queue, use_db ? " (and the key is not held)" : "");
             goto out;
         }
-        rc = publish_all(a, k, key, &p, ks, m, NULL);
+        rc = publish_all(a, k, key, &p, v.ks, v.m, NULL, 0);
         goto out;
     }
     if (go != 2) {
@@ -243,14 +302,16 @@ int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
         goto out;
     }
     SC_FAULT("dlq.key_named");
-    rc = publish_all(a, k, key, &p, ks, m, token);
+    rc = publish_all(a, k, key, &p, v.ks, v.m, token, !short_of);
+    if (short_of)
+        rc = 1;
 out:
-    if (ds) {
-        sc_dlq_give_back(a, k, ds, n);
-        sc_dlq_free(ds, n);
+    if (v.ds) {
+        sc_dlq_give_back(a, k, v.ds, v.n);
+        sc_dlq_free(v.ds, v.n);
     }
-    free(ds);
-    free(ks);
+    free(v.ds);
+    free(v.ks);
     free(p.copy);
     if (use_db)
         sc_db_close(&db);

@@ -125,6 +125,23 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
     return total;
 }
 
+/* 1 when the database has consumer_held_event (011), 0 when not, -1. */
+static int held_table(struct sc_db *db)
+{
+    struct sc_db_err e = {0};
+    MYSQL_RES *r = sc_db_select(db, "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                                "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'consumer_held_event'",
+                                &e);
+    if (!r) {
+        fprintf(stderr, "sidecar purge: reading the schema: error %u: %s\n", e.code, e.msg);
+        return -1;
+    }
+    MYSQL_ROW row = mysql_fetch_row(r);
+    int n = row && row[0] && strcmp(row[0], "0") != 0;
+    mysql_free_result(r);
+    return n;
+}
+
 int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
 {
     long long older = -1;
@@ -204,11 +221,20 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
     }
     /* No gap locks: the purge must not block live consumers' inserts. */
     sc_db_query(&db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
-    char sel[512], tail[256];
+    char sel[768], tail[256];
     int b = cfg->purge_batch;
+    /* A held key's events that were applied stay consumed while the key is
+     * held (held means: a held event not consumed), so their rows stay. */
+    int held = held_table(&db);
+    if (held < 0) {
+        sc_db_close(&db);
+        return 1;
+    }
     snprintf(sel, sizeof sel,
-             "SELECT id FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld "
-             "SECOND ORDER BY consumed_at LIMIT %d", older, b);
+             "SELECT c.id FROM consumed_event c WHERE c.consumed_at < UTC_TIMESTAMP(6) - INTERVAL "
+             "%lld SECOND%s ORDER BY c.consumed_at LIMIT %d", older,
+             held ? " AND NOT EXISTS (SELECT 1 FROM consumer_held_event h WHERE h.consumer_name = "
+                    "c.consumer_name AND h.event_id = c.event_id)" : "", b);
     snprintf(tail, sizeof tail, ") AND consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", older);
     long long a = purge_table(&db, "consumed_event", sel, "DELETE FROM consumed_event WHERE id IN (",
                               tail, 0);

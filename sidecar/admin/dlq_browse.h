@@ -9,8 +9,10 @@
 #include "config.h"
 #include "io/amqp_conn.h"
 
-/* At most this many messages are read by one command. */
+/* At most this many messages are read by one command; a key's replay, which
+ * keeps only the key's bodies, reads further. */
 #define DLQ_MAX 10000
+#define DLQ_KEY_MAX 100000
 
 struct dead {
     uint64_t tag;       /* 0 once it left this browse's hands (refreshed, replayed) */
@@ -29,10 +31,11 @@ const amqp_table_t *sc_dlq_headers(const amqp_basic_properties_t *p);
  * (refresh) a message read with a high delivery count is put back first as
  * a fresh copy (unless it matches `spare`, or spare_all: about to be
  * replayed and removed). Bodies are kept only when `bodies` and the message
- * matches `keep` (NULL: all). Returns the count, or -1 with err set. */
+ * matches `keep` (an id; NULL: all) and `keep_key` (an ordering key of k;
+ * NULL: all). Returns the count, or -1 with err set. */
 int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,
                   int refresh, const char *spare, int spare_all, int bodies, const char *keep,
-                  int *held, char *err, size_t err_len);
+                  const char *keep_key, int *held, char *err, size_t err_len);
 
 /* Gives back what this command still holds (tag != 0) and waits (up to 3 s)
  * until the queue shows that many again. */

@@ -114,6 +114,7 @@ static void delivery_begin(struct worker *w, struct delivery *d)
         struct item *it = item_add(w, d, -1);
         dead_before(it, 1);
         snprintf(it->why, sizeof it->why, "%s", d->refused);
+        it->lf.event_id = d->event_id; /* a held key's event: its id, as its key was read */
         sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
         return;
     }

@@ -58,9 +58,9 @@ static int held_read(struct worker *w, const char *const *keys, int n, struct sc
 }
 
 static int held_hold(struct worker *w, const char *key, const char *event_id, const char *token,
-                     int64_t *seq, struct sc_db_err *e)
+                     int64_t *seq, char *current, struct sc_db_err *e)
 {
-    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, token, seq, e);
+    return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, token, seq, current, e);
 }
 
 static long held_left(struct worker *w, const char *key, struct sc_db_err *e)
@@ -103,6 +103,9 @@ static const struct sc_member_copy *member_of(const struct item *it, struct sc_m
 static int publish_dead(struct worker *w, const struct item *it, const char *why)
 {
     struct sc_member_copy m;
+    if (it->dl->behind_replay[0] && it->dl->key && it->hold_seq > 0)
+        return sc_republish_behind_replay(&w->out, w->c->k, &it->dl->env, it->dl->key,
+                                          it->dl->behind_replay, it->hold_seq, &it->lf);
     return sc_republish_dead(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt, why,
                              it->hold_seq, &it->lf);
 }

@@ -34,7 +34,7 @@ struct sc_batch_io {
     int (*held_read)(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
                      struct sc_db_err *e);
     int (*held_hold)(struct worker *w, const char *key, const char *event_id, const char *token,
-                     int64_t *seq, struct sc_db_err *e);
+                     int64_t *seq, char *current, struct sc_db_err *e);
     long (*held_left)(struct worker *w, const char *key, struct sc_db_err *e);
 
     /* The handler, on the session's connection. */

@@ -78,6 +78,13 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
                    w->c->k->max_attempts, it->why);
         break;
     case D_DEAD:
+        if (it->dl->behind_replay[0] && it->hold_seq > 0) {
+            it->lf.outcome = "held";
+            sc_log(SC_LOG_INFO, &it->lf, "%s, whose replay is in flight: sent to the end of %s "
+                   "behind the replayed events (it runs after them)", it->why,
+                   w->c->k->queue);
+            return;
+        }
         atomic_fetch_add(&out[SC_OUT_DEAD_LETTERED], 1);
         it->lf.outcome = "dead_lettered";
         sc_log(SC_LOG_WARN, &it->lf, "dead-lettered to %s: %s", w->c->k->dead_letter_queue,
@@ -183,9 +190,11 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
             struct sc_db_err e = {0};
             /* The hold stands before its dead letter is acked: every later
              * event of the key, here or in another instance, is held. */
+            char current[37] = "";
             if (hold && d->key &&
-                w->io->held_hold(w, d->key, d->event_id, d->replay_token ? d->replay_token : "",
-                                 &it->hold_seq, &e)) {
+                w->io->held_hold(w, d->key, d->event_id,
+                                 d->replay_token && !d->refused ? d->replay_token : "",
+                                 &it->hold_seq, current, &e)) {
                 sc_log(SC_LOG_WARN, &it->lf, "could not record that key '%.100s' is held (error "
                        "%u: %s): kept in hand, runs again on a new session", d->key, e.code,
                        e.msg);
@@ -194,6 +203,15 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
                 d->again_ms = 1000;
                 break;
             }
+            /* Held while a replay of its key is in flight: it goes behind the
+             * replay's copies, as one of them, so a key that keeps receiving
+             * events is freed all the same. A copy that came round before
+             * the one it waits for (the replay still publishing) goes round
+             * again, a bounded number of times. */
+            if (hold && d->key && d->refused && current[0] &&
+                sc_amqp_header_int(sc_delivery_headers(&d->env), SC_H_REPLAY_ROUND, 0) <
+                    SC_REPLAY_ROUNDS)
+                snprintf(d->behind_replay, sizeof d->behind_replay, "%s", current);
             if (w->io->publish_dead(w, it, it->why) != 0)
                 copies_ok = 0; /* left unacked: the reset returns it and what follows */
             else

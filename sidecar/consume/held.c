@@ -1,8 +1,8 @@
 /* Held keys (on_dead_letter hold) before an ordered batch runs: a delivery
  * whose key is held is dead-lettered unrun, "held behind <event_id>" (the
- * key's first held event not yet consumed), unless it is a copy of the key's
- * current replay: it carries that replay's token. A copy of an older replay
- * is held like any other event: it keeps its place. */
+ * key's first held event not yet consumed), unless it is the key's current
+ * replay's copy of that event. A copy of an older replay is held like any
+ * other event: it keeps its place. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +53,12 @@ int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_er
         struct delivery *d = &dls[of[i]];
         if (!h->found)
             continue;
-        if (h->replay_token[0] && d->replay_token && strcmp(d->replay_token, h->replay_token) == 0)
-            continue; /* the current replay's own copy runs */
+        /* The current replay's copy of the key's first held event runs; its
+         * copies come in order, so each is first when it arrives (one that
+         * is not — the one before it lost — waits its turn, held). */
+        if (h->replay_token[0] && d->replay_token && strcmp(d->replay_token, h->replay_token) == 0 &&
+            strcmp(d->event_id, h->held_behind) == 0)
+            continue;
         snprintf(d->held_why, sizeof d->held_why, "held behind %s", h->held_behind);
         d->refused = d->held_why;
     }

@@ -47,6 +47,11 @@ enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amq
 #define SC_H_REPLAY_KEY "x-sidecar-replay-key"
 #define SC_H_REPLAY_TOKEN "x-sidecar-replay-token"
 #define SC_H_HOLD_SEQ "x-sidecar-hold-seq"
+/* How often a held event went round to the end of the stream behind its
+ * key's replay; past SC_REPLAY_ROUNDS it waits in the DLQ instead (the
+ * event it waits for may be lost). */
+#define SC_H_REPLAY_ROUND "x-sidecar-replay-round"
+#define SC_REPLAY_ROUNDS 50
 
 /* One delivery in hand. */
 struct sc_order_slot {

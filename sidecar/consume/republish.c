@@ -72,9 +72,9 @@ static void headers_original_route(struct headers *h, const amqp_envelope_t *env
 /* Publishes a copy of the delivery (or of one member of it) to the default
  * exchange with routing key `queue` and the given headers, under confirms.
  * Returns 0 when confirmed. */
-static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
-                     const struct sc_member_copy *member, const char *queue, struct headers *h,
-                     const struct sc_log_fields *lf)
+static int republish_via(struct sc_amqp *out, const amqp_envelope_t *env,
+                         const struct sc_member_copy *member, const char *exchange,
+                         const char *queue, struct headers *h, const struct sc_log_fields *lf)
 {
     amqp_basic_properties_t props = env->message.properties;
     amqp_bytes_t body = env->message.body;
@@ -103,7 +103,7 @@ static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
     props.headers.num_entries = h->n;
     props.headers.entries = h->e;
     props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-    struct sc_publish msg = {.exchange = "", .routing_key = queue, .props = &props,
+    struct sc_publish msg = {.exchange = exchange, .routing_key = queue, .props = &props,
                              .body = body, .mandatory = 1};
     char err[256] = "";
     int acked = sc_amqp_publish_confirmed(out, &msg, 1, 10000, err, sizeof err);
@@ -112,6 +112,49 @@ static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
     sc_log(SC_LOG_ERROR, lf, "publish to %s not confirmed (%s%s%s): the delivery is not acked",
            queue, sc_publish_result_name(msg.result), err[0] ? ": " : "", err);
     return -1;
+}
+
+static int republish(struct sc_amqp *out, const amqp_envelope_t *env,
+                     const struct sc_member_copy *member, const char *queue, struct headers *h,
+                     const struct sc_log_fields *lf)
+{
+    return republish_via(out, env, member, "", queue, h, lf);
+}
+
+int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_config *k,
+                               const amqp_envelope_t *env, const char *key, const char *token,
+                               int64_t hold_seq, const struct sc_log_fields *lf)
+{
+    struct headers h;
+    if (headers_from(&h, sc_delivery_headers(env)))
+        return -1;
+    /* The copy takes the key's current replay token, and its place. */
+    int j = 0;
+    for (int i = 0; i < h.n; i++) {
+        amqp_bytes_t name = h.e[i].key;
+        int drop = (name.len == strlen(SC_H_REPLAY_KEY) &&
+                    memcmp(name.bytes, SC_H_REPLAY_KEY, name.len) == 0) ||
+                   (name.len == strlen(SC_H_REPLAY_TOKEN) &&
+                    memcmp(name.bytes, SC_H_REPLAY_TOKEN, name.len) == 0) ||
+                   (name.len == strlen(SC_H_HOLD_SEQ) &&
+                    memcmp(name.bytes, SC_H_HOLD_SEQ, name.len) == 0) ||
+                   (name.len == strlen(SC_H_REPLAY_ROUND) &&
+                    memcmp(name.bytes, SC_H_REPLAY_ROUND, name.len) == 0);
+        if (!drop)
+            h.e[j++] = h.e[i];
+    }
+    h.n = j;
+    headers_str(&h, SC_H_REPLAY_KEY, amqp_cstring_bytes(key));
+    headers_str(&h, SC_H_REPLAY_TOKEN, amqp_cstring_bytes(token));
+    headers_int(&h, SC_H_HOLD_SEQ, hold_seq);
+    headers_int(&h, SC_H_REPLAY_ROUND,
+                sc_amqp_header_int(sc_delivery_headers(env), SC_H_REPLAY_ROUND, 0) + 1);
+    char ex[300] = "";
+    if (k->ordering.partitions > 1)
+        sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
+    int rc = republish_via(out, env, NULL, ex, ex[0] ? "" : k->queue, &h, lf);
+    free(h.e);
+    return rc;
 }
 
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,

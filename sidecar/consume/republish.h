@@ -25,6 +25,15 @@ struct sc_member_copy {
     const char *type;   /* its type, or NULL */
 };
 
+/* A held key's event that arrived while a replay of the key is in flight:
+ * a copy to the end of k's own stream (its partitions' exchange when it has
+ * several), carrying the replay's key, token and the event's hold number,
+ * so that it runs after the replayed events, as one of them. Returns 0 once
+ * the broker confirmed it. */
+int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_config *k,
+                               const amqp_envelope_t *env, const char *key, const char *token,
+                               int64_t hold_seq, const struct sc_log_fields *lf);
+
 /* A copy to k's dead-letter queue with the reason headers: the delivery as
  * it came (member NULL: body, properties and headers kept, so a replay
  * reproduces it), or one member of it. hold_seq > 0 (a held key's dead

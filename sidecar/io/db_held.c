@@ -93,7 +93,7 @@ static long long scalar(struct sc_db *db, const char *sql, int *found, struct sc
 }
 
 int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, const char *event_id,
-                    const char *token, int64_t *seq, struct sc_db_err *e)
+                    const char *token, int64_t *seq, char *current, struct sc_db_err *e)
 {
     char qc[300], qk[520], qe[80], qt[80], sql[1600];
     int found = 0;
@@ -129,7 +129,29 @@ int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, con
             return rollback_fail(db);
     }
     *seq = have;
+    /* The row is locked since the upsert: a replay named before this hold
+     * did not take this event, and one named after sees it. */
+    snprintf(sql, sizeof sql, "SELECT COALESCE(replay_token, '') FROM consumer_held_key WHERE "
+             "consumer_name = %s AND order_key = %s", qc, qk);
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
+        return rollback_fail(db);
+    MYSQL_ROW row = mysql_fetch_row(res);
+    snprintf(current, 37, "%s", row && row[0] ? row[0] : "");
+    mysql_free_result(res);
     return sc_db_commit(db, e) ? rollback_fail(db) : 0;
+}
+
+/* Forgets the key's held events that are consumed (they hold nothing):
+ * part of the transaction it runs in. */
+static int forget_consumed(struct sc_db *db, const char *qc, const char *qk, struct sc_db_err *e)
+{
+    char sql[1200];
+    snprintf(sql, sizeof sql, "DELETE FROM consumer_held_event WHERE consumer_name = %s AND "
+             "order_key = %s AND EXISTS (SELECT 1 FROM consumed_event c WHERE c.consumer_name = "
+             "consumer_held_event.consumer_name AND c.event_id = consumer_held_event.event_id)",
+             qc, qk);
+    return sc_db_query(db, sql, e);
 }
 
 long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
@@ -137,14 +159,16 @@ long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
 {
     char qc[300], qk[520], sql[1200];
     int found = 0;
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM consumer_held_event e WHERE e.consumer_name = "
-             "%s AND e.order_key = %s AND NOT EXISTS (SELECT 1 FROM consumed_event c WHERE "
-             "c.consumer_name = e.consumer_name AND c.event_id = e.event_id)",
-             quoted(db->conn, qc, consumer), quoted(db->conn, qk, key));
+    quoted(db->conn, qc, consumer);
+    quoted(db->conn, qk, key);
+    if (forget_consumed(db, qc, qk, e))
+        return rollback_fail(db);
+    snprintf(sql, sizeof sql, "SELECT EXISTS (SELECT 1 FROM consumer_held_event WHERE "
+             "consumer_name = %s AND order_key = %s)", qc, qk);
     long long n = scalar(db, sql, &found, e);
     if (n < 0)
         return rollback_fail(db);
-    return sc_db_rollback(db, e) ? -1 : (long)n;
+    return sc_db_commit(db, e) ? rollback_fail(db) : (long)n;
 }
 
 int sc_db_held_lock_events(struct sc_db *db, const char *consumer, const char *key,
@@ -196,11 +220,7 @@ int sc_db_held_name_replay(struct sc_db *db, const char *consumer, const char *k
              "consumer_name = %s AND order_key = %s", quoted(db->conn, qt, token), qc, qk);
     if (sc_db_query(db, sql, e))
         return rollback_fail(db);
-    snprintf(sql, sizeof sql, "DELETE FROM consumer_held_event WHERE consumer_name = %s AND "
-             "order_key = %s AND EXISTS (SELECT 1 FROM consumed_event c WHERE c.consumer_name = "
-             "consumer_held_event.consumer_name AND c.event_id = consumer_held_event.event_id)",
-             qc, qk);
-    if (sc_db_query(db, sql, e))
+    if (forget_consumed(db, qc, qk, e))
         return rollback_fail(db);
     return sc_db_commit(db, e) ? rollback_fail(db) : 0;
 }

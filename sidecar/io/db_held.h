@@ -28,14 +28,15 @@ int sc_db_held_read(struct sc_db *db, const char *consumer, const char *const *k
 
 /* Records that event_id of key was dead-lettered: the key is held. The
  * event keeps the number it had (a copy dead-lettered again, a late
- * duplicate), else gets the key's next; *seq gets it. A copy carrying the
- * key's current replay token (token, "" for none) ends that replay: it ran
- * and failed again. Returns 0, or -1 with e filled (rolled back). */
+ * duplicate), else gets the key's next; *seq gets it. token: the replay
+ * token of a copy that ran and failed again ("" for any other dead letter):
+ * when it is the key's current replay's, that replay ends there. current
+ * (room 37) gets the key's replay token as the hold commits ("" for none). Returns 0, or -1 with e filled (rolled back). */
 int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, const char *event_id,
-                    const char *token, int64_t *seq, struct sc_db_err *e);
+                    const char *token, int64_t *seq, char *current, struct sc_db_err *e);
 
-/* How many held events of key are not consumed (0: the key is free), or -1
- * with e filled. Ends its transaction. */
+/* Forgets key's held events that are consumed, then says whether any is
+ * left (1; 0: the key is free), or -1 with e filled. Commits. */
 long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
                      struct sc_db_err *e);
 

@@ -1,11 +1,9 @@
-"""Review reproducer: `sidecar purge` against held keys. A held key's
-consumer_held_event rows stay after its replay applied every held event
-(nothing deletes them but the next replay or dlq release); the key is free
-only because each of them has a consumed_event row. Once `sidecar purge`
-deletes those rows (past retention), the key is held again behind an event
-applied long ago: every new event of the key is dead-lettered, and
-`dlq replay --key` has no copy of the held events (the replay acked them off
-the DLQ), so only `dlq release --key` frees it."""
+"""`sidecar purge` against held keys. (Found by review: the held events'
+rows stayed after the key's replay applied them, the key free only because
+each had a consumed_event row; once purge deleted those rows past
+retention, the key was held again behind an event applied long ago.) Now
+the consumer forgets a key's applied held events when its replay frees it,
+and purge keeps the consumed_event rows of held events it still has."""
 import os
 import tempfile
 
@@ -47,12 +45,19 @@ ok("consumed_event: deleted 2 rows" in out,
 ok(held_row(name, key) is None, "the purge leaves the free key free", held_row(name, key))
 send_keyed(sc.exchange, [(key, 3, "ORDERED")])
 wait_until(lambda: 3 in versions() or queue_depth(sc.dlq) >= 1, timeout=30)
-ok(versions() == [1, 2, 3] and queue_depth(sc.dlq) == 0,
+# (v1 and v2 no longer show as applied: their consumed_event rows are gone.)
+ok(versions() == [3] and queue_depth(sc.dlq) == 0 and held_row(name, key) is None,
    "v3 of the free key is applied, not dead-lettered",
    (versions(), queue_depth(sc.dlq), held_row(name, key)))
-rc, out = run_sidecar_cmd(["dlq", "replay", name, "--key", key], sc.config)
-diag(out)
-ok(versions() == [1, 2, 3] or rc == 0,
-   "if it was held, a replay --key frees it (without dlq release)", (rc, out))
+# A held event applied whose row was not forgotten (the consumer's tidy-up
+# failed): purge keeps its consumed_event row, so it never holds again.
+query("INSERT INTO consumer_held_event (consumer_name, order_key, event_id, hold_seq, held_at) "
+      "SELECT consumer_name, %s, event_id, 99, UTC_TIMESTAMP(6) FROM consumed_event "
+      "WHERE consumer_name = %s", (key, name))
+query("UPDATE consumed_event SET consumed_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY "
+      "WHERE consumer_name = %s", (name,))
+rc, out = run_sidecar_cmd(["purge", "--older-than", "30d"], sc.config)
+ok("consumed_event: deleted 0 rows" in out and held_row(name, key) is None,
+   "purge keeps the consumed_event row of a held event: the key stays free", (rc, out))
 sc.stop()
 done()
