@@ -94,8 +94,13 @@ static void round_failed(struct sc_relay_core *c, enum sc_relay_round r, int n_a
 {
     if (claiming)
         atomic_fetch_add(&c->m->claim_failed, 1);
-    sc_relay_db_failed(c, r == SC_ROUND_UNKNOWN ? "the COMMIT of marks and claim (outcome unknown)"
-                                                : "the transaction of marks and claim", e);
+    static const char *const what[2][2][2] = {
+        /* [claiming][n_acked > 0][unknown] */
+        {{"the round's transaction", "the round's COMMIT (outcome unknown)"},
+         {"marking PUBLISHED", "marking PUBLISHED, at COMMIT (outcome unknown),"}},
+        {{"claim", "claim, at COMMIT (outcome unknown),"},
+         {"claim with the marks", "claim with the marks, at COMMIT (outcome unknown),"}}};
+    sc_relay_db_failed(c, what[claiming != 0][n_acked > 0][r == SC_ROUND_UNKNOWN], e);
     if (n_acked)
         sc_warn("relay: %d confirmed rows %s PUBLISHED (%s): error %u: %s", n_acked,
                 r == SC_ROUND_UNKNOWN ? "may or may not be marked" : "are not marked",
