@@ -251,6 +251,24 @@ def relay_db_limit(n, batch=BATCH, usage=None, split=False):
     return r["events_per_s"]
 
 
+def commit_limit(seconds=5.0):
+    """Durable COMMITs per second of one session doing nothing else: a
+    one-row UPDATE and COMMIT in a loop (innodb_flush_log_at_trx_commit=1:
+    each waits for its redo log write and fsync). The ceiling of any client
+    that commits once per round trip."""
+    q("CREATE TABLE IF NOT EXISTS bench_commit (id INT PRIMARY KEY, n BIGINT NOT NULL)")
+    q("INSERT IGNORE INTO bench_commit VALUES (1, 0)")
+    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=False) as c, c.cursor() as cur:
+        n, t0 = 0, time.time()
+        while time.time() - t0 < seconds:
+            cur.execute("UPDATE bench_commit SET n = n + 1 WHERE id = 1")
+            c.commit()
+            n += 1
+        dt = time.time() - t0
+    q("DROP TABLE bench_commit")
+    return n / dt
+
+
 def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None, usage=None):
     q("TRUNCATE TABLE outbox_event")
     load = load_outbox(rows)
@@ -431,6 +449,9 @@ def main():
                 lim[mode].append(relay_db_limit(N, split=mode == "split"))
                 print(f"{'database limit, ' + ('two commits' if mode == 'split' else 'one commit') + ' per batch':<52}"
                       f" {lim[mode][-1]:>9.0f} ev/s", flush=True)
+            lim.setdefault("commits", []).append(commit_limit())
+            print(f"{'bare durable COMMIT loop (one-row UPDATE + COMMIT)':<52} {lim['commits'][-1]:>9.0f} commits/s",
+                  flush=True)
             lim["broker"].append(broker_limit(N))
             print(f"{'broker limit: C publisher with confirms':<52} {lim['broker'][-1]:>9.0f} ev/s", flush=True)
         mean = lambda xs: sum(xs) / len(xs) if xs else 0
@@ -449,8 +470,11 @@ def main():
                   f"{x1 / two_c:.2f}; / ceiling ({ceiling:.0f}) {x1 / ceiling if ceiling else 0:.2f}; / C publisher "
                   f"{x1 / broker:.2f}; x3 / x1 {x3 / x1:.2f} (batch {BATCH}), {s3 / s1:.2f} (batch {sb}); "
                   f"cpu ms per event {json.dumps(cpu_ms)}", flush=True)
-        res.update(compare_db_limit_one=one_c, compare_db_limit_two=two_c, compare_broker=broker)
-        print(f"database limit: one commit per batch {one_c:.0f}, two {two_c:.0f} ev/s; broker limit {broker:.0f}",
+        commits = mean(lim.get("commits", []))
+        res.update(compare_db_limit_one=one_c, compare_db_limit_two=two_c, compare_broker=broker,
+                   compare_commits_per_s=commits)
+        print(f"database limit: one commit per batch {one_c:.0f}, two {two_c:.0f} ev/s; broker limit {broker:.0f};"
+              f" bare durable COMMITs {commits:.0f}/s ({commits * BATCH:.0f} ev/s at one commit per batch of {BATCH})",
               flush=True)
     if "throughput" in part:
         # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
