@@ -80,7 +80,8 @@ struct sim_faults {
 struct sim_stats {
     unsigned long long schedules, steps, configs_refused, rows, published, failed, lease_lost,
         nacked, returned, unconfirmed, refused, unknown_commits, db_faults, drops, stalls, late,
-        multiple, reclaimed, ordered_schedules, ordered_publishes, held;
+        multiple, reclaimed, ordered_schedules, ordered_publishes, held,
+        round_failed_before, round_lost_applied, round_lost_undone; /* the round's transaction */
 };
 
 struct sim_world {
