@@ -277,7 +277,8 @@ int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
          * released: without this a browse holds every body twice. */
         amqp_maybe_release_buffers(a->conn);
         int wanted = bodies && (!keep || matches(d, keep)) && (!keep_key || of_key(k, d, keep_key));
-        if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare))) {
+        if (!refresh || d->delivered < DLQ_REFRESH_AT || spare_all || (spare && matches(d, spare)) ||
+            (keep_key && wanted)) {
             drop_body(d, wanted);
             continue;
         }

@@ -185,8 +185,11 @@ static int read_on(struct view *v)
     int held = 0;
     if (v->n >= DLQ_KEY_MAX)
         return 0;
-    int got = sc_dlq_browse(v->a, v->k, v->ds + v->n, DLQ_KEY_MAX - v->n, 0, NULL, 1, 1, NULL,
-                            v->key, &held, err, sizeof err);
+    /* Other keys' messages read often on a quorum DLQ are put back fresh,
+     * as every dlq command does; the key's own are about to be replayed. */
+    int got = sc_dlq_browse(v->a, v->k, v->ds + v->n, DLQ_KEY_MAX - v->n,
+                            strcmp(v->k->queue_type, "quorum") == 0, NULL, 0, 1, NULL, v->key,
+                            &held, err, sizeof err);
     if (got < 0) {
         fprintf(stderr, "sidecar dlq: %s\n", err);
         return -1;

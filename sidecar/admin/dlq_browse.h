@@ -29,8 +29,8 @@ const amqp_table_t *sc_dlq_headers(const amqp_basic_properties_t *p);
  * that number), without acking them: they go back when the channel closes.
  * Messages another client holds unacked are not seen. On a quorum queue
  * (refresh) a message read with a high delivery count is put back first as
- * a fresh copy (unless it matches `spare`, or spare_all: about to be
- * replayed and removed). Bodies are kept only when `bodies` and the message
+ * a fresh copy (unless it matches `spare`, or spare_all, or is of `keep_key`:
+ * about to be replayed and removed). Bodies are kept only when `bodies` and the message
  * matches `keep` (an id; NULL: all) and `keep_key` (an ordering key of k;
  * NULL: all). Returns the count, or -1 with err set. */
 int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct dead *out, int max,

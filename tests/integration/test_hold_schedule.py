@@ -29,10 +29,14 @@ sent = {}         # event_id -> (key, version)
 next_v = {k: 1 for k in keys}
 
 
+QUEUE_TYPE = os.environ.get("SC_QUEUE_TYPE", rng.choice(["classic", "quorum"]))
+diag(f"queue type {QUEUE_TYPE}")
+
+
 def consumer():
     return Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
                    consumer_extra={"workers": 2, "max_attempts": 2, "retry_delays_ms": [50],
-                                   "batch_max": 8,
+                                   "batch_max": 8, "queue_type": QUEUE_TYPE,
                                    "ordering": {"key": "subject", "partitions": 2}})
 
 
