@@ -59,3 +59,15 @@ def held_row(consumer, key):
     if not rows:
         return None
     return (rows[0][0], rows[0][1], len(rows), rows[0][2])
+
+
+def hold_consumer(name, block, **extra):
+    """An ordered consumer with on_dead_letter hold (the default) whose
+    ORDERED_BLOCKED events fail while the file `block` exists; one worker,
+    two attempts, unless extra says otherwise."""
+    from harness import Sidecar, TEST_HANDLER
+    cfg = {"workers": 1, "max_attempts": 2, "retry_delays_ms": [100], "batch_max": 8,
+           "ordering": {"key": "subject"}}
+    cfg.update(extra)
+    return Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
+                   consumer_extra=cfg)

@@ -10,7 +10,7 @@ import tempfile
 import uuid
 
 from harness import *
-from ordering_common import applied_versions, held_row, send_keyed
+from ordering_common import applied_versions, held_row, send_keyed, hold_consumer
 
 block = os.path.join(tempfile.mkdtemp(prefix="sc-hdb-"), "block")
 name = "t-hdb-" + suffix()
@@ -18,9 +18,7 @@ key = "k-" + suffix()
 BACKLOG = 10000
 
 open(block, "w").close()
-sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
-             consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
-                             "batch_max": 8, "ordering": {"key": "subject"}})
+sc = hold_consumer(name, block)
 ok(sc.start(), "ordered consumer, on_dead_letter hold (it declares the DLQ)")
 conn = amqp()
 ch = conn.channel()

@@ -13,16 +13,14 @@ import time
 import uuid
 
 from harness import *
-from ordering_common import applied_versions, held_row, send_keyed
+from ordering_common import applied_versions, held_row, send_keyed, hold_consumer
 
 block = os.path.join(tempfile.mkdtemp(prefix="sc-hhk-"), "block")
 name = "t-hhk-" + suffix()
 key = "k-" + suffix()
 
 open(block, "w").close()
-sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
-             consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
-                             "batch_max": 8, "ordering": {"key": "subject"}})
+sc = hold_consumer(name, block)
 ok(sc.start(), "ordered consumer, on_dead_letter hold")
 send_keyed(sc.exchange, [(key, 1, "ORDERED_BLOCKED")])
 ok(wait_until(lambda: held_row(name, key), timeout=60), "v1 dead-lettered: the key is held")

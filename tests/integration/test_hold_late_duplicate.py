@@ -11,7 +11,7 @@ import tempfile
 import uuid
 
 from harness import *
-from ordering_common import applied_versions, held_row
+from ordering_common import applied_versions, held_row, hold_consumer
 
 block = os.path.join(tempfile.mkdtemp(prefix="sc-hld-"), "block")
 name = "t-hld-" + suffix()
@@ -23,9 +23,7 @@ def versions():
 
 
 open(block, "w").close()
-sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
-             consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
-                             "batch_max": 8, "ordering": {"key": "subject"}})
+sc = hold_consumer(name, block)
 ok(sc.start(), "ordered consumer, on_dead_letter hold")
 ids = [str(uuid.uuid4()) for _ in range(3)]
 conn = amqp()

@@ -9,7 +9,7 @@ import os
 import tempfile
 
 from harness import *
-from ordering_common import applied_versions, held_row, send_keyed
+from ordering_common import applied_versions, held_row, send_keyed, hold_consumer
 
 block = os.path.join(tempfile.mkdtemp(prefix="sc-hrc-"), "block")
 name = "t-hrc-" + suffix()
@@ -21,9 +21,7 @@ def versions(k):
 
 
 open(block, "w").close()
-sc = Sidecar(name=name, handler=TEST_HANDLER, env={"SC_TEST_BLOCK_FILE": block},
-             consumer_extra={"workers": 1, "max_attempts": 2, "retry_delays_ms": [100],
-                             "batch_max": 8, "ordering": {"key": "subject"}})
+sc = hold_consumer(name, block)
 ok(sc.start(), "ordered consumer, on_dead_letter hold")
 send_keyed(sc.exchange, [(refused, 1, "ORDERED_BLOCKED"), (refused, 2, "ORDERED"),
                          (killed, 1, "ORDERED_BLOCKED"), (killed, 2, "ORDERED")])
