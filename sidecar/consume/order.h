@@ -51,7 +51,7 @@ enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amq
  * key's replay; past SC_REPLAY_ROUNDS it waits in the DLQ instead (the
  * event it waits for may be lost). */
 #define SC_H_REPLAY_ROUND "x-sidecar-replay-round"
-#define SC_REPLAY_ROUNDS 50
+#define SC_REPLAY_ROUNDS 20
 
 /* One delivery in hand. */
 struct sc_order_slot {

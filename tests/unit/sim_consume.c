@@ -17,6 +17,8 @@
  *                                          they were before per-key order)
  *   --break-order                          the per-key scheduler lets a key's later
  *                                          events run beside its head (must fail)
+ *   --no-replays                           held keys are never replayed (the schedules
+ *                                          as they were before replays)
  *
  * Ordered schedules (consumers[].ordering) drive the per-key scheduler
  * (consume/order.c) in front of the same batch code: deliveries are held in
@@ -54,6 +56,7 @@ static int verbose;
 static int no_batches; /* --no-batches: the schedules as they were before batch mode */
 static int no_ordered; /* --no-ordered: the schedules as they were before per-key order */
 static int break_order; /* --break-order: the scheduler ignores keys (the simulation must catch it) */
+static int no_replays; /* --no-replays: held keys are never replayed (the schedules as they were) */
 
 static uint64_t next_u64(void)
 {
@@ -93,6 +96,8 @@ struct msg {
     int attempt;     /* x-sidecar-attempts */
     int dcount;      /* x-delivery-count (quorum) */
     int redelivered;
+    int token;       /* x-sidecar-replay-token: the replay it is a copy of (0: none) */
+    int round;       /* x-sidecar-replay-round */
 };
 
 /* The events of a message (a single event is member 0). */
@@ -177,9 +182,12 @@ struct world {
     int key[MAX_EVENTS]; /* the event's key, -1: published without one */
     int rank[MAX_EVENTS]; /* arrival order within its key: its first place in the queue */
     int64_t now_ms;      /* the simulated clock the in-place retries wait on */
-    int hold;            /* on_dead_letter hold: consumer_held_key's stand-in below */
-    int held[MAX_EVENTS]; /* per key: 1 + the event it is held behind, 0: free */
+    int hold;            /* on_dead_letter hold: the held keys' stand-in below */
+    int held_seq[MAX_EVENTS];  /* consumer_held_event: the event's number, 0: no row */
+    int key_token[MAX_EVENTS]; /* consumer_held_key.replay_token per key, 0: none */
     int64_t hold_seq;
+    int next_token, n_replays; /* the operator's `dlq replay --key` runs */
+    uint64_t replay_rng;
     /* the verdict */
     char failure[512];
 };
@@ -190,6 +198,7 @@ static struct world W;
 static struct {
     unsigned long long batch_deliveries, member_copies, batch_acked_mixed, batch_returned;
     unsigned long long ordered_schedules, in_place_retries, waited_behind;
+    unsigned long long replays, replay_copies, sent_behind;
 } stats;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -236,12 +245,13 @@ static void check_order(int ev)
     if (!W.ordered || W.key[ev] < 0)
         return;
     /* Hold: once an event of a key is dead-lettered, no later one of it
-     * takes effect (there is no replay here). */
+     * takes effect until it has (a replay applied it). */
     for (int e = 0; e < W.n_events && W.hold; e++)
-        if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && W.dlq[e] &&
-            !W.involved[e] && !W.involved[ev])
-            fail("event %d of key %d committed after event %d of its key was dead-lettered "
-                 "(the key is held)", ev, W.key[ev], e);
+        if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] &&
+            (W.dlq[e] || W.held_seq[e]) && W.effects[e] == 0 && !W.involved[e] &&
+            !W.involved[ev])
+            fail("event %d of key %d committed while event %d of its key is held", ev, W.key[ev],
+                 e);
     for (int e = 0; e < W.n_events; e++)
         if (e != ev && W.key[e] == W.key[ev] && W.rank[e] < W.rank[ev] && !W.effects[e] &&
             !W.dlq[e] && !W.involved[e])
@@ -566,6 +576,30 @@ static int key_index(const char *key)
     return key[0] == 'k' ? atoi(key + 1) : -1;
 }
 
+static void token_text(int t, char *out)
+{
+    if (t)
+        snprintf(out, 37, "00000000-0000-4000-8000-%012d", t);
+    else
+        out[0] = 0;
+}
+
+static int token_of(const char *s)
+{
+    return s && strlen(s) == 36 ? atoi(s + 24) : 0;
+}
+
+/* The key's first held event not consumed (committed effect), or -1. */
+static int held_first(int k)
+{
+    int best = -1;
+    for (int e = 0; e < W.n_events; e++)
+        if (W.key[e] == k && W.held_seq[e] && W.effects[e] == 0 &&
+            (best < 0 || W.held_seq[e] < W.held_seq[best]))
+            best = e;
+    return best;
+}
+
 static int db_held_read(struct worker *w, const char *const *keys, int n, struct sc_held_row *rows,
                         struct sc_db_err *e)
 {
@@ -575,10 +609,12 @@ static int db_held_read(struct worker *w, const char *const *keys, int n, struct
     memset(rows, 0, sizeof *rows * (size_t)n);
     for (int i = 0; i < n; i++) {
         int k = key_index(keys[i]);
-        if (k < 0 || k >= MAX_EVENTS || !W.held[k])
+        int first = k >= 0 && k < MAX_EVENTS ? held_first(k) : -1;
+        if (first < 0)
             continue;
         rows[i].found = 1;
-        snprintf(rows[i].held_behind, sizeof rows[i].held_behind, "%s", ids[W.held[k] - 1]);
+        snprintf(rows[i].held_behind, sizeof rows[i].held_behind, "%s", ids[first]);
+        token_text(W.key_token[k], rows[i].replay_token);
     }
     ok_statement();
     txn_end(0); /* ended with its ROLLBACK / COMMIT */
@@ -590,30 +626,33 @@ static int db_held_hold(struct worker *w, const char *key, const char *event_id,
                         int64_t *seq, char *current, struct sc_db_err *e)
 {
     (void)w;
-    current[0] = 0; /* no replay in the simulation */
-    if (token[0])
-        fail("a replay token on a delivery nobody replayed");
     if (W.n_ops)
         fail("a hold recorded inside a batch's transaction (its work not committed yet)");
     if (statement_fault(1, e))
         return -1;
-    int k = key_index(key);
-    if (k >= 0 && k < MAX_EVENTS && !W.held[k])
-        W.held[k] = 1 + event_of(event_id);
-    *seq = ++W.hold_seq;
+    int k = key_index(key), ev = event_of(event_id);
+    if (k >= 0 && k < MAX_EVENTS && token_of(token) && token_of(token) == W.key_token[k])
+        W.key_token[k] = 0; /* a copy of the current replay failed again: the replay ends */
+    if (!W.held_seq[ev])
+        W.held_seq[ev] = (int)++W.hold_seq;
+    *seq = W.held_seq[ev];
+    token_text(k >= 0 && k < MAX_EVENTS ? W.key_token[k] : 0, current);
     ok_statement();
     txn_end(0); /* ended with its ROLLBACK / COMMIT */
     W.status_in_trans = 0;
     return 0;
 }
 
-static long db_held_left_unused(struct worker *w, const char *key, struct sc_db_err *e)
+static long db_held_left(struct worker *w, const char *key, struct sc_db_err *e)
 {
     (void)w;
-    (void)key;
-    (void)e;
-    fail("a replay's statement without a replay");
-    return -1;
+    if (statement_fault(1, e))
+        return -1;
+    int k = key_index(key);
+    ok_statement();
+    txn_end(0); /* ended with its COMMIT */
+    W.status_in_trans = 0;
+    return k >= 0 && k < MAX_EVENTS && held_first(k) >= 0;
 }
 
 /* ---- the stand-in handler --------------------------------------------------- */
@@ -855,7 +894,15 @@ static int publish(struct worker *w, const struct item *it, int to_dlq)
             keep ? "stored" : "lost");
     }
     if (keep) {
-        if (to_dlq) {
+        if (to_dlq == 2 && W.n_queue < MAX_MSGS) {
+            /* Behind the key's replay: to the end of the stream, its token. */
+            W.queue[W.n_queue++] = (struct msg){.ev = ev, .attempt = 1,
+                                                .token = token_of(it->dl->behind_replay),
+                                                .round = d->m.round + 1};
+            stats.sent_behind++;
+        } else if (to_dlq == 2) {
+            fail("queue overflow");
+        } else if (to_dlq) {
             W.dlq[ev >= 0 ? ev : W.n_events]++;
         } else if (W.n_delayed < MAX_MSGS) {
             struct msg m = {.ev = ev, .attempt = it->attempt + 1};
@@ -875,6 +922,10 @@ static int b_publish_dead(struct worker *w, const struct item *it, const char *w
 {
     if (strstr(why, "read-only") && !strstr(why, "again for this delivery"))
         fail("dead-lettered for a read-only node: %s", why);
+    /* What batch_io's publish_dead does with a delivery held while its
+     * key's replay is in flight. */
+    if (it->dl->behind_replay[0] && it->dl->key && it->hold_seq > 0)
+        return publish(w, it, 2);
     return publish(w, it, 1);
 }
 
@@ -967,7 +1018,7 @@ static const struct sc_batch_io sim_io = {
     .replace_session = db_replace_session,
     .held_read = db_held_read,
     .held_hold = db_held_hold,
-    .held_left = db_held_left_unused,
+    .held_left = db_held_left,
     .handle = h_handle,
     .has_batch = h_has_batch,
     .handle_batch = h_handle_batch,
@@ -980,7 +1031,8 @@ static const struct sc_batch_io sim_io = {
 
 /* ---- deliveries as the worker sees them ------------------------------------- */
 
-static amqp_table_entry_t headers[BATCH_MAX][2];
+static amqp_table_entry_t headers[BATCH_MAX][4];
+static char token_texts[MAX_DELIVERIES][37];
 
 static int event_body(char *out, size_t cap, int ev)
 {
@@ -1033,6 +1085,16 @@ static void deliver_env(amqp_envelope_t *env, char *body, size_t body_cap, amqp_
         hdr[nh].value.kind = AMQP_FIELD_KIND_I64;
         hdr[nh++].value.value.i64 = m.dcount;
     }
+    if (m.token) {
+        char *t = token_texts[W.n_dl - 1];
+        token_text(m.token, t);
+        hdr[nh].key = amqp_cstring_bytes(SC_H_REPLAY_TOKEN);
+        hdr[nh].value.kind = AMQP_FIELD_KIND_UTF8;
+        hdr[nh++].value.value.bytes = amqp_cstring_bytes(t);
+        hdr[nh].key = amqp_cstring_bytes(SC_H_REPLAY_ROUND);
+        hdr[nh].value.kind = AMQP_FIELD_KIND_I64;
+        hdr[nh++].value.value.i64 = m.round;
+    }
     if (nh) {
         env->message.properties._flags |= AMQP_BASIC_HEADERS_FLAG;
         env->message.properties.headers.num_entries = nh;
@@ -1053,7 +1115,7 @@ static void deliver(struct delivery *dl, int slot, struct msg m)
  * and headers in a buffer of its own, freed when it leaves. */
 struct held_buf {
     char body[1024];
-    amqp_table_entry_t hdr[2];
+    amqp_table_entry_t hdr[4];
     size_t spans[MAX_MEMBERS][2];
 };
 
@@ -1302,6 +1364,56 @@ static void add_order(uint64_t seed)
     rng = main_rng;
 }
 
+/* The operator's `sidecar dlq replay --key` (admin_dlq_key.c), as the
+ * consumer sees it: a held key's held events not consumed, in their order,
+ * up to the first the DLQ has no copy of, each copy taken off the DLQ and
+ * put at the end of the stream with a new token, which becomes the key's
+ * current replay; now and then cut short (a copy refused, the command
+ * killed). Its own draws, so that every other schedule stays as it was. */
+static int rpick(int n)
+{
+    uint64_t z = (W.replay_rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (int)((z ^ (z >> 31)) % (uint64_t)n);
+}
+
+static void replay_a_key(void)
+{
+    int keys[MAX_EVENTS], nk = 0;
+    for (int k = 0; k < MAX_EVENTS; k++)
+        if (held_first(k) >= 0)
+            keys[nk++] = k;
+    if (!nk)
+        return;
+    int k = keys[rpick(nk)], evs[MAX_EVENTS], ne = 0;
+    for (int e = 0; e < W.n_events; e++)
+        if (W.key[e] == k && W.held_seq[e] && W.effects[e] == 0)
+            evs[ne++] = e;
+    for (int i = 1; i < ne; i++)
+        for (int j = i; j > 0 && W.held_seq[evs[j]] < W.held_seq[evs[j - 1]]; j--) {
+            int t = evs[j];
+            evs[j] = evs[j - 1];
+            evs[j - 1] = t;
+        }
+    int upto = 0;
+    while (upto < ne && W.dlq[evs[upto]] > 0)
+        upto++;
+    if (!upto || W.n_queue + upto > MAX_MSGS)
+        return;
+    int sent = rpick(5) == 0 ? rpick(upto + 1) : upto;
+    W.key_token[k] = ++W.next_token;
+    W.n_replays++;
+    stats.replays++;
+    say("  operator: replay of key %d (token %d): %d of its %d held events%s", k, W.next_token,
+        sent, ne, sent < upto ? ", cut short" : "");
+    for (int i = 0; i < sent; i++) {
+        W.dlq[evs[i]]--;
+        W.queue[W.n_queue++] = (struct msg){.ev = evs[i], .attempt = 1, .token = W.next_token};
+        stats.replay_copies++;
+    }
+}
+
 /* An ordered consumer's loop, the way sidecar/consume/ordered.c runs it:
  * deliveries taken into the in-hand set (at most prefetch), a batch of what
  * may run now, the kept ones back in their places with their delays on the
@@ -1315,11 +1427,13 @@ static void run_ordered(struct worker *w, int fault_batches)
         return;
     }
     stats.ordered_schedules++;
-    for (int b = 0; b < 600 && !W.failure[0]; b++) {
+    for (int b = 0; b < 600 + 400 * W.n_replays && !W.failure[0]; b++) {
         if (b == fault_batches) {
             W.faults = 0;
             say("-- faults stop");
         }
+        if (W.hold && !no_replays && W.n_replays < 4 && rpick(100) < 8)
+            replay_a_key();
         int room = o.cap - o.n, avail = W.n_queue < room ? W.n_queue : room;
         int take = avail ? pick(avail + 1) : 0;
         if (o.n == 0 && avail && take == 0)
@@ -1437,6 +1551,7 @@ static int run_schedule(uint64_t seed)
         W.queue[j] = t;
     }
     add_order(seed);
+    W.replay_rng = seed ^ 0x5eed0fa11ed0beefULL;
     if (!W.ordered)
         add_batch_messages(seed);
     say("seed %llu: %d events, %d messages%s, faults %d%%, %s queue, handle_batch %s, "
@@ -1544,6 +1659,8 @@ int main(int argc, char **argv)
             no_batches = 1;
         } else if (strcmp(argv[i], "--no-ordered") == 0) {
             no_ordered = 1;
+        } else if (strcmp(argv[i], "--no-replays") == 0) {
+            no_replays = 1;
         } else if (strcmp(argv[i], "--break-order") == 0) {
             break_order = 1;
         } else {
@@ -1623,6 +1740,8 @@ int main(int argc, char **argv)
     printf("# per-key order: %llu ordered schedules, %llu retries in place, %llu deliveries "
            "waited in hand behind their key's head or its delay\n", stats.ordered_schedules,
            stats.in_place_retries, stats.waited_behind);
+    printf("# held keys: %llu replays (%llu copies), %llu deliveries sent behind a replay in "
+           "flight\n", stats.replays, stats.replay_copies, stats.sent_behind);
     if (failed)
         printf("not ok %d - consumer core simulation: %llu of %llu schedules broke an invariant "
                "(first: seed %llu)\n", one ? 1 : 3, (unsigned long long)failed, (unsigned long long)count,
