@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "envelope/event.h"
+#include "relay/relay_message.h"
 #include "sim_relay.h"
 
 uint64_t sim_rand(struct sim_world *w)
@@ -337,6 +338,8 @@ static int mark_and_claim(void *io, struct sc_relay_row *const *acked, int n_ack
     if (k >= 0) { /* at COMMIT */
         int applied = db_errors[k].cls == SC_DBERR_CONNECTION && sim_chance(w, 0.5);
         *at_commit = 1;
+        for (int i = 0; i < n; i++) /* a failed claim hands no rows back */
+            sc_relay_row_clear(&rows[i]);
         if (applied) {
             w->st.unknown_commits++;
             w->st.round_lost_applied++;
