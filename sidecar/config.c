@@ -227,8 +227,7 @@ static const struct field relay_fields[] = {
     {.key = "batch", .type = F_INT, .off = REL(batch), .min = 1, .max = SC_BATCH_LIMIT, .def_int = 100,
      .help = "rows per claim"},
     {.key = "lease_ms", .type = F_INT, .off = REL(lease_ms), .min = 100, .max = 86400000, .def_int = 30000,
-     .help = "lease; must exceed twice `confirm_timeout_ms`: a batch's lease spans two confirm "
-             "waits and the round's mark-and-claim transaction between them"},
+     .help = "lease; must exceed twice `confirm_timeout_ms`"},
     {.key = "poll_ms", .type = F_INT, .off = REL(poll_ms), .min = 1, .max = 600000, .def_int = 200,
      .help = "longest idle poll interval"},
     {.key = "confirm_timeout_ms", .type = F_INT, .off = REL(confirm_timeout_ms), .min = 10,
@@ -769,18 +768,13 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         if (c->relay.worker_id && strlen(c->relay.worker_id) > SC_WORKER_ID_MAX)
             return fail(err, err_len, "relay.worker_id: longer than %d characters (outbox_event.lease_owner is VARCHAR(%d))",
                         SC_WORKER_ID_MAX, SC_WORKER_ID_MAX);
-        /* A batch is claimed (with the marks of the batch before the one in
-         * flight, one transaction) while the batch sent before it travels,
-         * so its lease spans that batch's confirm wait, the next round's
-         * mark-and-claim transaction and its own confirm wait before the
-         * transaction that marks it (relay_core.c); the round never waits
-         * (WAIT) while it holds a batch. The transactions' time is what the
-         * lease has beyond the two waits. A lease that can expire first
-         * hands the rows to a second relay every time. */
+        /* A batch is claimed while the previous one's confirms travel, so
+         * its lease spans that wait and its own before the mark
+         * (relay_core.c). A lease that can expire first hands the rows to
+         * a second relay every time. */
         if (c->relay.lease_ms <= 2 * c->relay.confirm_timeout_ms)
             return fail(err, err_len, "relay.lease_ms: %d must be greater than twice relay.confirm_timeout_ms "
-                        "(2 x %d): a batch's lease spans two confirm waits (of the batch sent before it "
-                        "and its own) and the mark-and-claim transaction between them",
+                        "(2 x %d): a batch's lease spans the previous batch's confirm wait and its own",
                         c->relay.lease_ms, c->relay.confirm_timeout_ms);
     }
     /* rabbitmq-c sends heartbeats only inside its own calls and the broker

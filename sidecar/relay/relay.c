@@ -39,12 +39,15 @@ static int io_db_is_open(void *io)
     return sc_relay_db_is_open(&((struct relay_io *)io)->db);
 }
 
-static int io_mark_and_claim(void *io, struct sc_relay_row *const *acked, int n_acked,
-                             unsigned char *marked, struct sc_relay_row *rows, int max, int *at_commit,
+static int io_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    return sc_relay_db_claim(&((struct relay_io *)io)->db, rows, max, e);
+}
+
+static int io_mark_published(void *io, struct sc_relay_row *const *rows, int n, unsigned char *marked,
                              struct sc_db_err *e)
 {
-    return sc_relay_db_mark_and_claim(&((struct relay_io *)io)->db, acked, n_acked, marked, rows, max,
-                                      at_commit, e);
+    return sc_relay_db_mark_published(&((struct relay_io *)io)->db, rows, n, marked, e);
 }
 
 static int io_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e)
@@ -118,7 +121,8 @@ static const struct sc_relay_ops relay_ops = {
     .db_open = io_db_open,
     .db_close = io_db_close,
     .db_is_open = io_db_is_open,
-    .mark_and_claim = io_mark_and_claim,
+    .claim = io_claim,
+    .mark_published = io_mark_published,
     .mark_failed = io_mark_failed,
     .rollback = io_rollback,
     .amqp_open = io_amqp_open,
@@ -195,7 +199,7 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {
-        if (core.phase == SC_RELAY_COMMIT)
+        if (core.phase == SC_RELAY_CLAIM)
             sc_relay_db_refresh_gauges(&io.db, &m);
         int wait = sc_relay_step(&core);
         if (wait > 0)

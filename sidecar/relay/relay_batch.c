@@ -13,7 +13,7 @@ const char *sc_relay_row_state_name(enum sc_relay_row_state s)
 {
     static const char *const names[SC_ROW_STATES] = {
         "claimed", "invalid", "refused", "sent", "acked", "published", "failed",
-        "lease_lost", "nacked", "returned", "unconfirmed", "unsent", "left", "mark_unknown"};
+        "lease_lost", "nacked", "returned", "unconfirmed", "unsent", "left"};
     return (unsigned)s < SC_ROW_STATES ? names[s] : "?";
 }
 
@@ -31,8 +31,7 @@ static int allowed(enum sc_relay_row_state from, enum sc_relay_row_state to)
         return to == SC_ROW_ACKED || to == SC_ROW_NACKED || to == SC_ROW_RETURNED ||
                to == SC_ROW_UNCONFIRMED;
     case SC_ROW_ACKED:
-        return to == SC_ROW_PUBLISHED || to == SC_ROW_LEASE_LOST || to == SC_ROW_LEFT ||
-               to == SC_ROW_MARK_UNKNOWN;
+        return to == SC_ROW_PUBLISHED || to == SC_ROW_LEASE_LOST || to == SC_ROW_LEFT;
     default:
         return 0;
     }
@@ -285,33 +284,46 @@ void sc_relay_batch_collect(struct sc_relay_core *c, struct sc_relay_batch *b)
     b->alive_after = rc >= 0;
 }
 
-void sc_relay_batch_settle(struct sc_relay_core *c, struct sc_relay_batch *b)
+/* Marks the acked rows PUBLISHED where this relay still holds their lease. */
+static int mark_acked(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
-    settle_refused(c, b, b->alive_after);
-}
-
-int sc_relay_batch_acked(struct sc_relay_batch *b, struct sc_relay_row **acked)
-{
+    struct sc_relay_row *acked[SC_BATCH_LIMIT];
+    unsigned char marked[SC_BATCH_LIMIT];
     int n = 0;
     for (int i = 0; i < b->n; i++)
         if (b->rows[i].state == SC_ROW_ACKED)
             acked[n++] = &b->rows[i];
-    return n;
+    if (n == 0)
+        return 0;
+    SC_FAULT("relay.after_confirm");
+    if (!c->ops->db_is_open(c->io)) {
+        sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
+                "they are published again after their lease", n);
+        for (int i = 0; i < n; i++)
+            row_to(c, acked[i], SC_ROW_LEFT, NULL);
+        return n;
+    }
+    for (int attempt = 0;; attempt++) {
+        struct sc_db_err e = {0};
+        sc_relay_keep_alive(c);
+        if (c->ops->mark_published(c->io, acked, n, marked, &e) == 0) {
+            for (int i = 0; i < n; i++)
+                row_to(c, acked[i], marked[i] ? SC_ROW_PUBLISHED : SC_ROW_LEASE_LOST, NULL);
+            return n;
+        }
+        if (attempt == 0 && sc_relay_rerun_in_place(c, &e))
+            continue;
+        sc_warn("relay: marking %d rows PUBLISHED failed (they stay PUBLISHING until the lease "
+                "expires and are published again): error %u: %s", n, e.code, e.msg);
+        for (int i = 0; i < n; i++)
+            row_to(c, acked[i], SC_ROW_LEFT, NULL);
+        sc_relay_db_lost(c);
+        return n;
+    }
 }
 
-/* What the round's transaction means for each acked row: only a committed
- * mark is PUBLISHED (or LEASE_LOST where the conditional UPDATE found
- * another owner); a mark rolled back, or never tried, leaves the row to its
- * lease; a COMMIT with no answer may have written it or not. */
-void sc_relay_batch_marked(struct sc_relay_core *c, struct sc_relay_row *const *acked, int n,
-                           const unsigned char *marked, enum sc_relay_round outcome)
+int sc_relay_batch_mark(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
-    for (int i = 0; i < n; i++) {
-        enum sc_relay_row_state to = SC_ROW_LEFT;
-        if (outcome == SC_ROUND_DONE)
-            to = marked[i] ? SC_ROW_PUBLISHED : SC_ROW_LEASE_LOST;
-        else if (outcome == SC_ROUND_UNKNOWN)
-            to = SC_ROW_MARK_UNKNOWN;
-        row_to(c, acked[i], to, NULL);
-    }
+    settle_refused(c, b, b->alive_after);
+    return mark_acked(c, b);
 }

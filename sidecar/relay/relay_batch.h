@@ -20,17 +20,8 @@ void sc_relay_batch_send(struct sc_relay_core *c, struct sc_relay_batch *b);
  * moves each sent row to ACKED, NACKED, RETURNED or UNCONFIRMED. */
 void sc_relay_batch_collect(struct sc_relay_core *c, struct sc_relay_batch *b);
 
-/* Marks the rows basic.publish refused FAILED (each its own transaction:
- * rare) when the connection proved alive, else leaves them unsent. */
-void sc_relay_batch_settle(struct sc_relay_core *c, struct sc_relay_batch *b);
-
-/* Fills acked[] with the batch's ACKED rows (to be marked PUBLISHED);
- * returns how many. */
-int sc_relay_batch_acked(struct sc_relay_batch *b, struct sc_relay_row **acked);
-
-/* Moves the acked rows to the state the round's transaction gave them
- * (marked[] is read only for SC_ROUND_DONE). */
-void sc_relay_batch_marked(struct sc_relay_core *c, struct sc_relay_row *const *acked, int n,
-                           const unsigned char *marked, enum sc_relay_round outcome);
+/* Marks the refused rows FAILED (or unsent) and the acked rows PUBLISHED.
+ * Returns the number acked. */
+int sc_relay_batch_mark(struct sc_relay_core *c, struct sc_relay_batch *b);
 
 #endif

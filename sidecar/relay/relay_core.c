@@ -10,190 +10,122 @@
 
 /* One round of the relay, one phase per step:
  *
+ *   CLAIM    open what is closed; claim batch k+1 (its lease starts now)
  *   COLLECT  wait for the confirms of batch k, when k is in flight
  *   SEND     build and send k+1 (rows breaking a rule: FAILED); k+1 is in flight
- *   COMMIT   open what is closed; ONE transaction: mark k's acked rows
- *            PUBLISHED (conditional on the lease), then claim k+2 (its lease
- *            starts now), then COMMIT
- *   WAIT     the round's wait, only when it holds nothing: idle poll or backoff
+ *   MARK     mark k's acked rows PUBLISHED and its refused rows FAILED
+ *   WAIT     the round's wait, if it has one: idle poll or backoff
  *
- * The broker works on k+1 while the database commits the round, and the
- * round costs one durable commit, not two: the relay's rate is bound by the
- * slower of one commit and one confirm wait. Sending k+1 before k is marked
- * is safe: k+1 was claimed while k was PUBLISHING, so under per-aggregate
- * ordering it holds no successor of k's events, and a lost mark only leaves
- * k's rows PUBLISHING for their lease to end. The claim of k+2 runs after
- * k's marks in the same transaction and sees them (a transaction sees its
- * own writes), so a successor of an event of k can be in k+2; it is sent
- * only once that COMMIT returned, i.e. once its predecessor is durably
- * PUBLISHED. When the COMMIT fails or its answer is lost, the claimed rows
- * are never sent (round_outcome).
- *
- * A batch's lease spans two confirm waits, the one before it is sent (of
- * the batch before it) and its own, and between them one round's
- * transaction; no wait of the WAIT phase (that runs only when the relay
- * holds nothing). config.c refuses a relay.lease_ms that is not greater
- * than two relay.confirm_timeout_ms. A step returns only how long to wait
- * before the next one; what happened to each row is its state
- * (relay_batch.c). */
+ * The broker works on k+1 while the database marks k and claims k+2: the
+ * relay's rate is bound by the slower of the two, not by their sum. Sending
+ * k+1 before k is marked is safe: k+1 was claimed before k's mark, so under
+ * per-aggregate ordering it holds no successor of k's events, and a lost
+ * mark only leaves k's rows PUBLISHING for their lease to end. So batch
+ * k+1's lease spans k's confirm wait and its own, two confirm_timeout_ms
+ * (config.c refuses a lease that short), and no wait of the WAIT phase. A step returns only how long to wait before the next one;
+ * what happened to each row is its state (relay_batch.c). */
 
-/* A buffer no batch holds: three, for the batch collected (being marked),
- * the one in flight and the one being claimed. */
 static struct sc_relay_batch *free_buffer(struct sc_relay_core *c)
 {
-    for (int k = 0; k < 3; k++) {
-        struct sc_relay_batch *b = &c->buf[k];
-        if (b != c->inflight && b != c->claimed && b != c->collected)
-            return b;
+    return c->inflight == &c->buf[0] ? &c->buf[1] : &c->buf[0];
+}
+
+static void claim_failed(struct sc_relay_core *c, struct sc_relay_batch *b, const struct sc_db_err *e)
+{
+    /* Errors that only show when the statement runs (1290 read only after a
+     * failover, 1406, a revoked grant) would otherwise turn into a tight
+     * reconnect loop: back off on every repeat. */
+    sc_relay_batch_end(b, c->p.batch);
+    atomic_fetch_add(&c->m->claim_failed, 1);
+    sc_relay_db_failed(c, "claim", e);
+    int rerun = sc_relay_rerun_in_place(c, e);
+    if (!rerun)
+        sc_relay_db_lost(c); /* a new connection may reach the new primary */
+    /* none before the first rerun of a deadlock: simply run again */
+    c->round_wait = rerun && c->db_fails <= 1 ? 0 : c->ops->backoff_ms(c->io, c->db_fails);
+}
+
+static void phase_claim(struct sc_relay_core *c)
+{
+    c->round_wait = 0;
+    c->idle = 0;
+    c->phase = c->inflight ? SC_RELAY_COLLECT : SC_RELAY_SEND;
+    if (c->stopping)
+        return;
+    sc_relay_keep_alive(c);
+    if (!sc_relay_connect_both(c))
+        return;
+    struct sc_relay_batch *b = free_buffer(c);
+    struct sc_db_err e = {0};
+    int64_t started = sc_relay_now(c);
+    int n = c->ops->claim(c->io, b->rows, c->p.batch, &e);
+    if (n < 0) {
+        claim_failed(c, b, &e);
+        return;
     }
-    return NULL; /* not reached: at most two are held at a commit */
+    sc_relay_db_healthy(c);
+    if (n == 0 && c->p.per_aggregate && c->inflight) {
+        /* The successors of the batch in flight become claimable once it
+         * is marked, in this round: claim again right after, no idle wait
+         * (one aggregate's events would otherwise go one per poll). */
+        return;
+    }
+    if (n == 0) {
+        c->idle = 1;
+        c->round_wait = c->poll;
+        c->poll = c->poll * 2 > c->p.poll_ms ? c->p.poll_ms : c->poll * 2;
+        return;
+    }
+    c->poll = SC_RELAY_POLL_MIN_MS;
+    sc_relay_batch_begin(c, b, n, started);
+    c->claimed = b;
+    SC_FAULT("relay.after_claim");
 }
 
 static void phase_collect(struct sc_relay_core *c)
 {
     c->phase = SC_RELAY_SEND;
-    if (!c->inflight)
-        return;
     sc_relay_batch_collect(c, c->inflight);
     c->collected = c->inflight;
     c->inflight = NULL;
 }
 
-static void phase_send(struct sc_relay_core *c)
-{
-    c->phase = SC_RELAY_COMMIT;
-    struct sc_relay_batch *b = c->claimed;
-    if (!b)
-        return;
-    c->claimed = NULL;
-    sc_relay_batch_send(c, b);
-    if (b->n_msgs > 0)
-        c->inflight = b;
-    else
-        sc_relay_batch_end(b, b->n);
-}
-
-/* The one place the round's transaction gets its class. rc: what
- * mark_and_claim returned. A rerun happens once, at once; what fails again
- * is rolled back like any failure. */
-static enum sc_relay_round round_outcome(struct sc_relay_core *c, int rc, int at_commit,
-                                         const struct sc_db_err *e, int attempt)
-{
-    if (rc >= 0)
-        return SC_ROUND_DONE;
-    int lock = e->cls == SC_DBERR_DEADLOCK || e->cls == SC_DBERR_LOCK_WAIT;
-    if (lock && sc_relay_rerun_in_place(c, e)) /* rolled back on this connection */
-        return attempt == 0 ? SC_ROUND_RERUN : SC_ROUND_ROLLED_BACK;
-    /* A deadlock at COMMIT (a Galera certification conflict) is rolled
-     * back too, but its ROLLBACK failed here: nothing is known. */
-    return at_commit ? SC_ROUND_UNKNOWN : SC_ROUND_NOT_DONE;
-}
-
-static void round_failed(struct sc_relay_core *c, enum sc_relay_round r, int n_acked, int claiming,
-                         const struct sc_db_err *e)
-{
-    if (claiming)
-        atomic_fetch_add(&c->m->claim_failed, 1);
-    static const char *const what[2][2][2] = {
-        /* [claiming][n_acked > 0][unknown] */
-        {{"the round's transaction", "the round's COMMIT (outcome unknown)"},
-         {"marking PUBLISHED", "marking PUBLISHED, at COMMIT (outcome unknown),"}},
-        {{"claim", "claim, at COMMIT (outcome unknown),"},
-         {"claim with the marks", "claim with the marks, at COMMIT (outcome unknown),"}}};
-    sc_relay_db_failed(c, what[claiming != 0][n_acked > 0][r == SC_ROUND_UNKNOWN], e);
-    if (n_acked)
-        sc_warn("relay: %d confirmed rows %s PUBLISHED (%s): error %u: %s", n_acked,
-                r == SC_ROUND_UNKNOWN ? "may or may not be marked" : "are not marked",
-                "if not, they stay PUBLISHING until the lease expires and are published again", e->code,
-                e->msg);
-    if (r != SC_ROUND_ROLLED_BACK)
-        sc_relay_db_lost(c); /* closing rolls back; a new connection may reach the new primary */
-    c->round_wait = c->ops->backoff_ms(c->io, c->db_fails);
-}
-
-static void claimed_none(struct sc_relay_core *c)
-{
-    if (c->inflight)
-        return; /* its confirms pace the next round */
-    c->idle = 1;
-    c->round_wait = c->poll;
-    c->poll = c->poll * 2 > c->p.poll_ms ? c->p.poll_ms : c->poll * 2;
-}
-
-/* The round ends: its wait, when it has one and holds nothing in flight
- * (a batch in flight's confirm wait is the next round's pace), else the
- * next round. */
+/* The round ends: its wait, if it has one, else the next claim. */
 static void end_round(struct sc_relay_core *c)
 {
-    c->phase = SC_RELAY_COLLECT;
-    if (c->round_wait > 0 && !c->stopping && !c->inflight && !c->claimed) {
+    c->phase = SC_RELAY_CLAIM;
+    if (c->round_wait > 0 && !c->stopping) {
         c->wait_until = sc_relay_now(c) + c->round_wait;
         c->phase = SC_RELAY_WAIT;
     }
 }
 
-static void phase_commit(struct sc_relay_core *c)
+static void phase_send(struct sc_relay_core *c)
 {
-    struct sc_relay_batch *done = c->collected;
-    struct sc_relay_row *acked[SC_BATCH_LIMIT];
-    unsigned char marked[SC_BATCH_LIMIT];
-    int n_acked = 0;
-    c->round_wait = 0;
-    c->idle = 0;
-    if (done) {
-        sc_relay_batch_settle(c, done);
-        n_acked = sc_relay_batch_acked(done, acked);
-        if (n_acked)
-            SC_FAULT("relay.after_confirm");
+    struct sc_relay_batch *b = c->claimed;
+    if (b) {
+        c->claimed = NULL;
+        sc_relay_batch_send(c, b);
+        if (b->n_msgs > 0)
+            c->inflight = b;
+        else
+            sc_relay_batch_end(b, b->n);
     }
-    int claiming = !c->stopping && sc_relay_connect_both(c);
-    struct sc_relay_batch *b = claiming ? free_buffer(c) : NULL;
-    if (n_acked && !c->ops->db_is_open(c->io)) {
-        sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
-                "they are published again after their lease", n_acked);
-        sc_relay_batch_marked(c, acked, n_acked, marked, SC_ROUND_NOT_DONE);
-        n_acked = 0;
-    }
-    if (b || n_acked) {
-        enum sc_relay_round r;
-        struct sc_db_err e;
-        int n, at_commit;
-        int64_t started = sc_relay_now(c);
-        for (int attempt = 0;; attempt++) {
-            memset(&e, 0, sizeof e);
-            at_commit = 0;
-            sc_relay_keep_alive(c);
-            started = sc_relay_now(c);
-            n = c->ops->mark_and_claim(c->io, acked, n_acked, marked, b ? b->rows : NULL,
-                                       b ? c->p.batch : 0, &at_commit, &e);
-            if ((r = round_outcome(c, n, at_commit, &e, attempt)) != SC_ROUND_RERUN)
-                break;
-        }
-        c->last_round = r;
-        sc_relay_batch_marked(c, acked, n_acked, marked, r);
-        if (r != SC_ROUND_DONE) {
-            if (b) /* the claim did not happen (or is unknown): its rows are never sent */
-                sc_relay_batch_end(b, c->p.batch);
-            round_failed(c, r, n_acked, b != NULL, &e);
-        } else {
-            sc_relay_db_healthy(c);
-            if (b && n > 0) {
-                c->poll = SC_RELAY_POLL_MIN_MS;
-                sc_relay_batch_begin(c, b, n, started);
-                c->claimed = b;
-                SC_FAULT("relay.after_claim");
-            } else if (b) {
-                claimed_none(c);
-            }
-        }
-    }
-    if (done) {
-        sc_hist_observe(&c->m->batch_size, done->n_msgs);
-        atomic_fetch_add(&c->m->batches, 1);
-        sc_debug("relay: batch of %d claimed, %d confirmed", done->n, n_acked);
-        sc_relay_batch_end(done, done->n);
-        c->collected = NULL;
-    }
+    if (c->collected)
+        c->phase = SC_RELAY_MARK;
+    else
+        end_round(c);
+}
+
+static void phase_mark(struct sc_relay_core *c)
+{
+    struct sc_relay_batch *b = c->collected;
+    int n_acked = sc_relay_batch_mark(c, b);
+    sc_hist_observe(&c->m->batch_size, b->n_msgs);
+    atomic_fetch_add(&c->m->batches, 1);
+    sc_debug("relay: batch of %d claimed, %d confirmed and marked", b->n, n_acked);
+    sc_relay_batch_end(b, b->n);
+    c->collected = NULL;
     end_round(c);
 }
 
@@ -203,7 +135,7 @@ static int phase_wait(struct sc_relay_core *c)
 {
     int64_t left = c->wait_until - sc_relay_now(c);
     if (left <= 0 || c->stopping) {
-        c->phase = SC_RELAY_COLLECT;
+        c->phase = SC_RELAY_CLAIM;
         return 0;
     }
     if (c->ops->amqp_is_open(c->io)) {
@@ -222,11 +154,14 @@ static int phase_wait(struct sc_relay_core *c)
 int sc_relay_step(struct sc_relay_core *c)
 {
     switch (c->phase) {
+    case SC_RELAY_CLAIM:
+        phase_claim(c);
+        return 0;
     case SC_RELAY_COLLECT:
         phase_collect(c);
         return 0;
-    case SC_RELAY_COMMIT:
-        phase_commit(c);
+    case SC_RELAY_MARK:
+        phase_mark(c);
         return 0;
     case SC_RELAY_SEND:
         phase_send(c);
@@ -251,8 +186,8 @@ int sc_relay_core_init(struct sc_relay_core *c, const struct sc_relay_params *p,
     c->io = io;
     c->m = m;
     c->poll = SC_RELAY_POLL_MIN_MS;
-    c->phase = SC_RELAY_COLLECT;
-    for (int k = 0; k < 3; k++) {
+    c->phase = SC_RELAY_CLAIM;
+    for (int k = 0; k < 2; k++) {
         struct sc_relay_batch *b = &c->buf[k];
         b->rows = calloc((size_t)p->batch, sizeof *b->rows);
         b->msgs = calloc((size_t)p->batch, sizeof *b->msgs);
@@ -267,7 +202,7 @@ int sc_relay_core_init(struct sc_relay_core *c, const struct sc_relay_params *p,
 
 void sc_relay_core_free(struct sc_relay_core *c)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 2; k++) {
         struct sc_relay_batch *b = &c->buf[k];
         if (b->rows)
             sc_relay_batch_end(b, c->p.batch);

@@ -1,8 +1,7 @@
 /* The relay's state machine: claim a batch under a lease, build and send
  * its messages, collect the broker's confirms, mark the acked rows
- * PUBLISHED and the unpublishable ones FAILED. One durable commit per
- * round: the mark of batch k and the claim of batch k+2 are one
- * transaction, run while the broker works on batch k+1.
+ * PUBLISHED and the unpublishable ones FAILED, while the next batch is
+ * claimed as the previous one's confirms travel.
  *
  * Every database statement and broker call goes through struct
  * sc_relay_ops, so the same code runs against MariaDB and RabbitMQ
@@ -42,11 +41,7 @@ enum sc_relay_row_state {
     SC_ROW_RETURNED,    /* unroutable (basic.return): again after the lease */
     SC_ROW_UNCONFIRMED, /* no confirm in time, or the connection failed */
     SC_ROW_UNSENT,      /* never sent (no broker connection): after the lease */
-    SC_ROW_LEFT,        /* its mark was not written (rolled back, or no
-                           connection): after the lease */
-    SC_ROW_MARK_UNKNOWN, /* its mark's COMMIT failed with no answer: written or
-                           not; if not, published again after the lease and the
-                           consumer drops the repeat */
+    SC_ROW_LEFT,        /* its mark could not be written: after the lease */
     SC_ROW_STATES
 };
 
@@ -91,17 +86,13 @@ struct sc_relay_ops {
     int (*db_open)(void *io, struct sc_db_err *e);
     void (*db_close)(void *io);
     int (*db_is_open)(void *io);
-    /* The round's one transaction. First marks acked[0..n_acked) PUBLISHED
-     * where this relay still holds the lease (marked[i] = 1 for the rows it
-     * changed, 0 for the rows another relay owns now), then claims up to
-     * max rows (expired leases first, then PENDING) under this relay's
-     * lease into rows[], then commits once. The claim runs after the marks
-     * in the same transaction and sees them. Returns the number claimed,
-     * or -1 with e filled and *at_commit 1 when the COMMIT itself failed
-     * (its outcome unknown), 0 when a statement before it did (nothing is
-     * committed; the caller rolls back or closes the connection). */
-    int (*mark_and_claim)(void *io, struct sc_relay_row *const *acked, int n_acked,
-                          unsigned char *marked, struct sc_relay_row *rows, int max, int *at_commit,
+    /* Claims up to max rows (expired leases first, then PENDING) under this
+     * relay's lease and commits. Returns the number claimed into rows[]. */
+    int (*claim)(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e);
+    /* Marks rows[0..n) PUBLISHED where this relay still holds the lease,
+     * and commits; marked[i] = 1 for the rows it changed, 0 for the rows
+     * another relay owns now. */
+    int (*mark_published)(void *io, struct sc_relay_row *const *rows, int n, unsigned char *marked,
                           struct sc_db_err *e);
     /* Marks one row FAILED where this relay still holds the lease, and
      * commits. Returns 1 when marked, 0 when another relay owns it now. */
@@ -125,24 +116,11 @@ struct sc_relay_ops {
 };
 
 enum sc_relay_phase {
+    SC_RELAY_CLAIM,   /* (re)connect, claim the next batch */
     SC_RELAY_COLLECT, /* wait for the batch in flight's confirms */
-    SC_RELAY_SEND,    /* send the claimed batch (in flight while the round commits) */
-    SC_RELAY_COMMIT,  /* (re)connect; mark the collected batch and claim the next, one
-                         transaction; the round ends */
-    SC_RELAY_WAIT,    /* between rounds, holding nothing: idle poll or backoff */
-};
-
-/* What the round's transaction did. Decided in one place (relay_core.c
- * round_outcome); what each means for the rows is said there too. */
-enum sc_relay_round {
-    SC_ROUND_DONE,        /* committed: the marks as marked[] says, the claim as returned */
-    SC_ROUND_RERUN,       /* deadlock or lock wait, rolled back: run it again at once */
-    SC_ROUND_ROLLED_BACK, /* the same again after the rerun, rolled back: nothing took effect;
-                             the connection is kept */
-    SC_ROUND_NOT_DONE,    /* a statement before COMMIT failed: nothing took effect (the
-                             connection is closed, which rolls it back) */
-    SC_ROUND_UNKNOWN,     /* the COMMIT failed with no answer: the marks may be written or
-                             not, and the claim may have leased rows: they are not sent */
+    SC_RELAY_MARK,    /* mark the collected batch; the round ends */
+    SC_RELAY_SEND,    /* send the claimed batch (in flight while the other is marked) */
+    SC_RELAY_WAIT,    /* between rounds: idle poll or backoff, broker kept alive */
 };
 
 struct sc_relay_params {
@@ -158,17 +136,16 @@ struct sc_relay_core {
     const struct sc_relay_ops *ops;
     void *io;
     struct sc_relay_metrics *m;
-    struct sc_relay_batch buf[3];
+    struct sc_relay_batch buf[2];
     struct sc_relay_batch *inflight; /* sent; its confirms are outstanding */
-    struct sc_relay_batch *claimed;  /* claimed by the last round's commit, not sent yet */
-    struct sc_relay_batch *collected; /* its confirms are in; marked by this round's commit */
+    struct sc_relay_batch *claimed;  /* claimed this round, not sent yet */
+    struct sc_relay_batch *collected; /* its confirms are in; not marked yet */
     enum sc_relay_phase phase;
     int stopping;   /* claim nothing more; finish what is held */
     int round_wait; /* how long to wait when this round ends (ms) */
     int64_t wait_until;  /* SC_RELAY_WAIT ends then */
     int64_t last_beat;   /* the last frame this relay sent the broker */
     int idle;       /* this round claimed nothing */
-    enum sc_relay_round last_round; /* what the last round's transaction did */
     int poll;       /* the idle poll interval, 5 ms doubling to poll_ms */
     unsigned long long connect_failures, broker_failures; /* in a row */
     unsigned db_state;            /* error code of the database's failing state, 0 healthy */
@@ -176,7 +153,7 @@ struct sc_relay_core {
     unsigned long long bad_transitions; /* row_to() refusals: 0 unless the core has a bug */
 };
 
-/* Allocates the three batch buffers. Returns 0, or -1 out of memory. */
+/* Allocates the two batch buffers. Returns 0, or -1 out of memory. */
 int sc_relay_core_init(struct sc_relay_core *c, const struct sc_relay_params *p,
                        const struct sc_relay_ops *ops, void *io, struct sc_relay_metrics *m);
 void sc_relay_core_free(struct sc_relay_core *c);

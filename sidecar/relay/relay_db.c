@@ -230,6 +230,30 @@ static int claim_select(struct sc_relay_db *d, int expired, int limit, struct sc
     return 0;
 }
 
+int sc_relay_db_claim(struct sc_relay_db *d, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    int n = 0;
+    if (claim_select(d, 1, max, rows, max, &n, e) ||
+        (n < max && claim_select(d, 0, max - n, rows, max, &n, e)))
+        return -1;
+    if (n == 0)
+        return sc_db_rollback(&d->db, e) ? -1 : 0; /* end the (empty) transaction */
+    struct sc_relay_row *ids[SC_BATCH_LIMIT];
+    for (int i = 0; i < n; i++)
+        ids[i] = &rows[i];
+    long long lease_us = (long long)d->lease_ms * 1000;
+    bind_str(&d->binds[0], &d->lens[0], d->worker_id);
+    memset(&d->binds[1], 0, sizeof d->binds[1]);
+    d->binds[1].buffer_type = MYSQL_TYPE_LONGLONG;
+    d->binds[1].buffer = &lease_us;
+    bind_ids(d, 2, ids, n);
+    if (mysql_stmt_bind_param(d->claim_update, d->binds) || mysql_stmt_execute(d->claim_update)) {
+        sc_db_stmt_error(d->claim_update, e);
+        return -1;
+    }
+    return sc_db_commit(&d->db, e) ? -1 : n;
+}
+
 static int run_ids(struct sc_relay_db *d, MYSQL_STMT *st, struct sc_relay_row *const *rows, int n,
                    struct sc_db_err *e)
 {
@@ -276,44 +300,17 @@ static int still_owned(struct sc_relay_db *d, struct sc_relay_row *const *rows, 
     return 0;
 }
 
-/* The claim's statements inside the round's transaction: the two SELECTs
- * and the lease UPDATE, no COMMIT. Leaves *n = the rows claimed. */
-static int claim_in_tx(struct sc_relay_db *d, struct sc_relay_row *rows, int max, int *n,
-                       struct sc_db_err *e)
-{
-    *n = 0;
-    if (claim_select(d, 1, max, rows, max, n, e) ||
-        (*n < max && claim_select(d, 0, max - *n, rows, max, n, e)))
-        return -1;
-    if (*n == 0)
-        return 0;
-    struct sc_relay_row *ids[SC_BATCH_LIMIT];
-    for (int i = 0; i < *n; i++)
-        ids[i] = &rows[i];
-    long long lease_us = (long long)d->lease_ms * 1000;
-    bind_str(&d->binds[0], &d->lens[0], d->worker_id);
-    memset(&d->binds[1], 0, sizeof d->binds[1]);
-    d->binds[1].buffer_type = MYSQL_TYPE_LONGLONG;
-    d->binds[1].buffer = &lease_us;
-    bind_ids(d, 2, ids, *n);
-    if (mysql_stmt_bind_param(d->claim_update, d->binds) || mysql_stmt_execute(d->claim_update)) {
-        sc_db_stmt_error(d->claim_update, e);
-        return -1;
-    }
-    return 0;
-}
-
-/* The marks inside the round's transaction, before anything else in it.
- * The common case is one conditional UPDATE for the whole batch; only when
+/* The common case is one conditional UPDATE for the whole batch; only when
  * it changed fewer rows than expected (a lease was lost) is it rolled back
- * (nothing else is in the transaction yet) and redone for the rows a
- * locking read finds still owned. */
-static int mark_in_tx(struct sc_relay_db *d, struct sc_relay_row *const *rows, int n,
-                      unsigned char *marked, struct sc_db_err *e)
+ * and redone for the rows a locking read finds still owned. */
+int sc_relay_db_mark_published(struct sc_relay_db *d, struct sc_relay_row *const *rows, int n,
+                               unsigned char *marked, struct sc_db_err *e)
 {
     if (run_ids(d, d->mark_published, rows, n, e))
         return -1;
     if ((unsigned long long)mysql_stmt_affected_rows(d->mark_published) == (unsigned long long)n) {
+        if (sc_db_commit(&d->db, e))
+            return -1;
         memset(marked, 1, (size_t)n);
         return 0;
     }
@@ -324,42 +321,9 @@ static int mark_in_tx(struct sc_relay_db *d, struct sc_relay_row *const *rows, i
     for (int i = 0; i < n; i++)
         if (marked[i])
             keep[n_keep++] = rows[i];
-    return n_keep > 0 ? run_ids(d, d->mark_published, keep, n_keep, e) : 0;
-}
-
-/* Marks first, so that the claim's per_aggregate tests (consistent reads,
- * which see the transaction's own writes) find the marked rows PUBLISHED;
- * rows of a batch still in flight are PUBLISHING and hold their successors
- * back. */
-int sc_relay_db_mark_and_claim(struct sc_relay_db *d, struct sc_relay_row *const *acked, int n_acked,
-                               unsigned char *marked, struct sc_relay_row *rows, int max,
-                               int *at_commit, struct sc_db_err *e)
-{
-    *at_commit = 0;
-    int n = 0;
-    if ((n_acked > 0 && mark_in_tx(d, acked, n_acked, marked, e)) ||
-        (max > 0 && claim_in_tx(d, rows, max, &n, e)))
+    if (n_keep > 0 && run_ids(d, d->mark_published, keep, n_keep, e))
         return -1;
-    if (n_acked == 0 && n == 0)
-        return sc_db_rollback(&d->db, e) ? -1 : 0; /* end the (empty) transaction */
-    if (sc_db_commit(&d->db, e)) {
-        *at_commit = 1;
-        return -1;
-    }
-    return n;
-}
-
-int sc_relay_db_claim(struct sc_relay_db *d, struct sc_relay_row *rows, int max, struct sc_db_err *e)
-{
-    int at_commit;
-    return sc_relay_db_mark_and_claim(d, NULL, 0, NULL, rows, max, &at_commit, e);
-}
-
-int sc_relay_db_mark_published(struct sc_relay_db *d, struct sc_relay_row *const *rows, int n,
-                               unsigned char *marked, struct sc_db_err *e)
-{
-    int at_commit;
-    return sc_relay_db_mark_and_claim(d, rows, n, marked, NULL, 0, &at_commit, e) < 0 ? -1 : 0;
+    return sc_db_commit(&d->db, e) ? -1 : 0;
 }
 
 int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *row, struct sc_db_err *e)

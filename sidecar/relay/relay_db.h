@@ -33,11 +33,6 @@ int sc_relay_db_is_open(const struct sc_relay_db *d);
 int sc_relay_db_rollback(struct sc_relay_db *d, struct sc_db_err *e);
 
 /* The calls of struct sc_relay_ops (same contracts). */
-int sc_relay_db_mark_and_claim(struct sc_relay_db *d, struct sc_relay_row *const *acked, int n_acked,
-                               unsigned char *marked, struct sc_relay_row *rows, int max,
-                               int *at_commit, struct sc_db_err *e);
-/* The claim alone and the marks alone, each its own transaction (the
- * benchmark's two-commit baseline, tests/bench/relay_db_limit). */
 int sc_relay_db_claim(struct sc_relay_db *d, struct sc_relay_row *rows, int max, struct sc_db_err *e);
 int sc_relay_db_mark_published(struct sc_relay_db *d, struct sc_relay_row *const *rows, int n,
                                unsigned char *marked, struct sc_db_err *e);

@@ -142,9 +142,6 @@ class DelayProxy:
                 return
 
 
-RELAY_BIN = [SIDECAR]  # the sidecar binary the relays run: the compare part switches it
-
-
 class RelayProc:
     def __init__(self, batch=BATCH, mysql=None):
         self.port = free_port()
@@ -155,7 +152,7 @@ class RelayProc:
                    "log": {"level": "warn"},
                    "relay": {"worker_id": "bench-" + uuid.uuid4().hex[:6], "exchange": EXCHANGE, "batch": batch,
                              "lease_ms": 30000, "poll_ms": 50, "confirm_timeout_ms": 10000}}, open(path, "w"))
-        self.proc = subprocess.Popen([RELAY_BIN[0], "relay", "-c", path], stderr=open(os.path.join(d, "log"), "w"))
+        self.proc = subprocess.Popen([SIDECAR, "relay", "-c", path], stderr=open(os.path.join(d, "log"), "w"))
 
     def published(self):
         return metric_sum(self.port, r"^sidecar_relay_published_total\{[^}]*\} (\d+)$")
@@ -233,40 +230,21 @@ def broker_limit(n, publishers=1, chunk=2000, usage=None):
     return (n // publishers) * publishers / dt
 
 
-def relay_db_limit(n, batch=BATCH, usage=None, split=False):
+def relay_db_limit(n, batch=BATCH, usage=None):
     """The database's own limit for the relay's statements: the real claim
     and mark, batch by batch, no broker (tests/bench/relay_db_limit) over n
-    loaded rows, one commit per batch (split: two, the claim's and the
-    mark's). usage gets mariadbd's CPU seconds and the client's."""
+    loaded rows. usage gets mariadbd's CPU seconds and the client's."""
     q("TRUNCATE TABLE outbox_event")
     load_outbox(n)
     settle()
     d0 = cpu(SERVER_PIDS["mariadbd"])
-    p = subprocess.Popen([f"{BUILD}/tests/bench/relay_db_limit", MYSQL, str(n), str(batch)] + (["split"] if split else []),
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([f"{BUILD}/tests/bench/relay_db_limit", MYSQL, str(n), str(batch)], stdout=subprocess.PIPE,
+                         text=True)
     out = p.communicate()[0]
     r = json.loads(out)
     if usage is not None:
         usage.update(mariadbd=cpu(SERVER_PIDS["mariadbd"]) - d0, events=r["events"])
     return r["events_per_s"]
-
-
-def commit_limit(seconds=5.0):
-    """Durable COMMITs per second of one session doing nothing else: a
-    one-row UPDATE and COMMIT in a loop (innodb_flush_log_at_trx_commit=1:
-    each waits for its redo log write and fsync). The ceiling of any client
-    that commits once per round trip."""
-    q("CREATE TABLE IF NOT EXISTS bench_commit (id INT PRIMARY KEY, n BIGINT NOT NULL)")
-    q("INSERT IGNORE INTO bench_commit VALUES (1, 0)")
-    with pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=False) as c, c.cursor() as cur:
-        n, t0 = 0, time.time()
-        while time.time() - t0 < seconds:
-            cur.execute("UPDATE bench_commit SET n = n + 1 WHERE id = 1")
-            c.commit()
-            n += 1
-        dt = time.time() - t0
-    q("DROP TABLE bench_commit")
-    return n / dt
 
 
 def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None, usage=None):
@@ -423,59 +401,6 @@ def main():
               f" relay / ceiling = {relay / ceiling if ceiling else 0:5.2f}   (target >= 0.85)", flush=True)
         print(f"relay / database limit = {relay / db if db else 0:5.2f}; relay / broker limit = "
               f"{relay / broker if broker else 0:5.2f}   (target >= 0.7)", flush=True)
-    if "compare" in part:
-        # This build's relay against another's (BENCH_COMPARE: a build
-        # directory, e.g. of main), A-B-A-B in one run, so that the ratios
-        # compare like with like on a shared machine: per build relay x1
-        # (with the CPU accounting), relay x3, relay x1 and x3 at batch 16;
-        # per round the database's limit at one commit per batch and at two,
-        # and the broker's limit.
-        other = os.environ["BENCH_COMPARE"]
-        sb = int(os.environ.get("BENCH_SCALE_BATCH", "16"))
-        builds = [("other", f"{other}/sidecar/sidecar"), ("this", SIDECAR)]
-        got = {b: {"x1": [], "x3": [], "s1": [], "s3": [], "use": []} for b, _ in builds}
-        lim = {"one": [], "split": [], "broker": []}
-        for rnd in range(int(os.environ.get("BENCH_COMPARE_ROUNDS", "2"))):
-            for name, binary in builds:
-                RELAY_BIN[0] = binary
-                u = {}
-                got[name]["x1"].append(scenario(f"[{name}] relay x1 (accounted)", N, 1, N, usage=u))
-                got[name]["use"].append(u)
-                got[name]["x3"].append(scenario(f"[{name}] relay x3", N, 3, N))
-                got[name]["s1"].append(scenario(f"[{name}] relay x1, batch {sb}", N // 2, 1, N // 2, batch=sb))
-                got[name]["s3"].append(scenario(f"[{name}] relay x3, batch {sb}", N // 2, 3, N // 2, batch=sb))
-            RELAY_BIN[0] = SIDECAR
-            for mode in ("one", "split"):
-                lim[mode].append(relay_db_limit(N, split=mode == "split"))
-                print(f"{'database limit, ' + ('two commits' if mode == 'split' else 'one commit') + ' per batch':<52}"
-                      f" {lim[mode][-1]:>9.0f} ev/s", flush=True)
-            lim.setdefault("commits", []).append(commit_limit())
-            print(f"{'bare durable COMMIT loop (one-row UPDATE + COMMIT)':<52} {lim['commits'][-1]:>9.0f} commits/s",
-                  flush=True)
-            lim["broker"].append(broker_limit(N))
-            print(f"{'broker limit: C publisher with confirms':<52} {lim['broker'][-1]:>9.0f} ev/s", flush=True)
-        mean = lambda xs: sum(xs) / len(xs) if xs else 0
-        broker, one_c, two_c = mean(lim["broker"]), mean(lim["one"]), mean(lim["split"])
-        for name, _ in builds:
-            g = got[name]
-            ev = sum(u.get("events", 0) for u in g["use"])
-            tot = {k: sum(u.get(k, 0) for u in g["use"]) for k in ("relay", "mariadbd", "rabbitmq")}
-            servers_per_ev = (tot["mariadbd"] + tot["rabbitmq"]) / ev if ev else 0
-            ceiling = os.cpu_count() / servers_per_ev if servers_per_ev else 0
-            x1, x3, s1, s3 = mean(g["x1"]), mean(g["x3"]), mean(g["s1"]), mean(g["s3"])
-            cpu_ms = {k: round(v * 1000 / ev, 4) for k, v in tot.items()} if ev else {}
-            res[f"compare_{name}"] = dict(relay1=x1, relay3=x3, scale1=s1, scale3=s3, ceiling=ceiling,
-                                          cpu_ms_per_event=cpu_ms)
-            print(f"[{name}] relay x1 {x1:.0f} ev/s; / database limit one commit {x1 / one_c:.2f}, two commits "
-                  f"{x1 / two_c:.2f}; / ceiling ({ceiling:.0f}) {x1 / ceiling if ceiling else 0:.2f}; / C publisher "
-                  f"{x1 / broker:.2f}; x3 / x1 {x3 / x1:.2f} (batch {BATCH}), {s3 / s1:.2f} (batch {sb}); "
-                  f"cpu ms per event {json.dumps(cpu_ms)}", flush=True)
-        commits = mean(lim.get("commits", []))
-        res.update(compare_db_limit_one=one_c, compare_db_limit_two=two_c, compare_broker=broker,
-                   compare_commits_per_s=commits)
-        print(f"database limit: one commit per batch {one_c:.0f}, two {two_c:.0f} ev/s; broker limit {broker:.0f};"
-              f" bare durable COMMITs {commits:.0f}/s ({commits * BATCH:.0f} ev/s at one commit per batch of {BATCH})",
-              flush=True)
     if "throughput" in part:
         # A-B-A: broker limit, relay x1, relay x3, broker limit, relay x1, relay x3
         b1 = broker_limit(N)

@@ -9,9 +9,6 @@
  *  - PUBLISHED => a broker-acked copy was published by the marking relay
  *    while it held the lease, and only the lease holder marks (PUBLISHED or
  *    FAILED);
- *  - a relay never publishes a row no claim leased (the claim of a round
- *    whose mark-and-claim transaction failed, or whose COMMIT was lost,
- *    is never sent);
  *  - a valid row is never FAILED; a row that breaks a rule is never offered
  *    to the broker; every message published is one the consumer accepts,
  *    with the row's id and payload byte for byte;
@@ -305,7 +302,7 @@ static int run(struct sim_world *w, uint64_t seed, int verbose)
         r->pending_stall = 0;
         enum sc_relay_phase ph = r->core.phase;
         int wait = sc_relay_step(&r->core);
-        static const char *const phases[] = {"collect", "send", "commit", "wait"};
+        static const char *const phases[] = {"claim", "collect", "mark", "send", "wait"};
         if (ph != SC_RELAY_WAIT || wait == 0)
             sim_trace(w, "r%d %s -> %s, next in %d ms", r->idx, phases[ph], phases[r->core.phase], wait);
         r->ready_at = r->clock + wait + r->pending_stall;
@@ -408,10 +405,6 @@ int main(int argc, char **argv)
         /* A simulation that stopped exercising a fault proves nothing about it. */
         tap(st->lease_lost > 0 && st->reclaimed > 0, "leases were lost and reclaimed");
         tap(st->unknown_commits > 0 && st->db_faults > 0, "statements failed, commits of unknown outcome");
-        tap(st->round_failed_before > 0 && st->round_lost_applied > 0 && st->round_lost_undone > 0,
-            "the round's mark-and-claim transaction failed before its COMMIT (%llu), and its COMMIT was "
-            "lost having committed (%llu) and having not (%llu)", st->round_failed_before,
-            st->round_lost_applied, st->round_lost_undone);
         tap(st->nacked > 0 && st->returned > 0 && st->unconfirmed > 0 && st->late > 0 && st->multiple > 0,
             "confirms nacked, returned, late, missing and multiple");
         tap(st->drops > 0 && st->stalls > 0, "connections dropped, statements waited for locks");

@@ -80,8 +80,7 @@ struct sim_faults {
 struct sim_stats {
     unsigned long long schedules, steps, configs_refused, rows, published, failed, lease_lost,
         nacked, returned, unconfirmed, refused, unknown_commits, db_faults, drops, stalls, late,
-        multiple, reclaimed, ordered_schedules, ordered_publishes, held,
-        round_failed_before, round_lost_applied, round_lost_undone; /* the round's transaction */
+        multiple, reclaimed, ordered_schedules, ordered_publishes, held;
 };
 
 struct sim_world {

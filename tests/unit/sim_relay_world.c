@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "envelope/event.h"
-#include "relay/relay_message.h"
 #include "sim_relay.h"
 
 uint64_t sim_rand(struct sim_world *w)
@@ -218,6 +217,68 @@ static void lease(struct sim_relay *r, struct sim_row *x)
     x->lease_until = r->clock + w->lease_ms;
 }
 
+/* The claim: expired leases (lease_until < now) in lease order, then PENDING
+ * rows in insertion order, at most max, in one transaction. Statements are
+ * atomic here, which is what FOR UPDATE SKIP LOCKED and a short transaction
+ * give: no two claims take the same row. */
+static int claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    struct sim_relay *r = io;
+    struct sim_world *w = r->w;
+    if (r->db_broken)
+        return broken(r, e);
+    maybe_stall(r);
+    int k = draw_fault(r, w->f_run.db);
+    if (k >= 0 && !sim_chance(w, w->f_run.db_commit))
+        return fail_stmt(r, k, e, "claim");
+    struct sim_row *pick[SIM_MAX_ROWS];
+    char taken[SIM_MAX_ROWS] = {0};
+    int n = 0;
+    while (n < max) { /* expired leases, oldest lease first */
+        int best = -1;
+        for (int i = 0; i < w->n_rows; i++) {
+            const struct sim_row *x = &w->rows[i];
+            if (!taken[i] && x->visible && x->status == S_PUBLISHING && x->lease_until < r->clock &&
+                claimable(w, x) && (best < 0 || x->lease_until < w->rows[best].lease_until))
+                best = i;
+        }
+        if (best < 0)
+            break;
+        taken[best] = 1;
+        pick[n++] = &w->rows[best];
+    }
+    for (int i = 0; i < w->n_rows && n < max; i++)
+        if (w->rows[i].visible && w->rows[i].status == S_PENDING && claimable(w, &w->rows[i]))
+            pick[n++] = &w->rows[i];
+    if (k >= 0) { /* at COMMIT */
+        int applied = db_errors[k].cls == SC_DBERR_CONNECTION && sim_chance(w, 0.5);
+        if (applied) {
+            w->st.unknown_commits++;
+            for (int i = 0; i < n; i++)
+                lease(r, pick[i]);
+        }
+        fail_stmt(r, k, e, applied ? "claim COMMIT (it did commit)" : "claim COMMIT");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        struct sim_row *x = pick[i];
+        lease(r, x);
+        x->claimed_at[r->idx] = r->clock;
+        x->lease_set[r->idx] = x->lease_until;
+        struct sc_relay_row *o = &rows[i];
+        snprintf(o->event_id, sizeof o->event_id, "%.36s", x->id);
+        o->aggregate_type = strdup(x->atype);
+        o->aggregate_id = strdup(x->aid);
+        o->event_type = strdup(x->etype);
+        o->payload = strdup(x->payload);
+        o->version = x->version;
+        snprintf(o->time, sizeof o->time, "2026-12-01T10:00:00.%06dZ", (int)(x - w->rows));
+    }
+    sim_trace(w, "r%d   database: claimed %d rows (lease until %lld)", r->idx, n,
+              (long long)(r->clock + w->lease_ms));
+    return n;
+}
+
 /* A mark that commits: the conditional UPDATE's WHERE status = PUBLISHING
  * AND lease_owner = me, and the invariants of a PUBLISHED or FAILED row. */
 static int apply_mark(struct sim_relay *r, struct sim_row *x, int to)
@@ -258,107 +319,40 @@ static void check_window(struct sim_relay *r, const struct sim_row *x)
                       (long long)x->claimed_at[i], r->w->lease_ms, r->w->confirm_ms);
 }
 
-/* The claim's statements: expired leases (lease_until < now) in lease
- * order, then PENDING rows in insertion order, at most max, each row's
- * columns copied into rows[] (as the real claim's SELECTs do before the
- * COMMIT). Statements are atomic here, which is what FOR UPDATE SKIP
- * LOCKED and a short transaction give: no two claims take the same row. */
-static int pick_rows(struct sim_relay *r, struct sc_relay_row *rows, int max, struct sim_row **pick)
-{
-    struct sim_world *w = r->w;
-    char taken[SIM_MAX_ROWS] = {0};
-    int n = 0;
-    while (n < max) { /* expired leases, oldest lease first */
-        int best = -1;
-        for (int i = 0; i < w->n_rows; i++) {
-            const struct sim_row *x = &w->rows[i];
-            if (!taken[i] && x->visible && x->status == S_PUBLISHING && x->lease_until < r->clock &&
-                claimable(w, x) && (best < 0 || x->lease_until < w->rows[best].lease_until))
-                best = i;
-        }
-        if (best < 0)
-            break;
-        taken[best] = 1;
-        pick[n++] = &w->rows[best];
-    }
-    for (int i = 0; i < w->n_rows && n < max; i++)
-        if (w->rows[i].visible && w->rows[i].status == S_PENDING && claimable(w, &w->rows[i]))
-            pick[n++] = &w->rows[i];
-    for (int i = 0; i < n; i++) {
-        struct sim_row *x = pick[i];
-        struct sc_relay_row *o = &rows[i];
-        snprintf(o->event_id, sizeof o->event_id, "%.36s", x->id);
-        o->aggregate_type = strdup(x->atype);
-        o->aggregate_id = strdup(x->aid);
-        o->event_type = strdup(x->etype);
-        o->payload = strdup(x->payload);
-        o->version = x->version;
-        snprintf(o->time, sizeof o->time, "2026-12-01T10:00:00.%06dZ", (int)(x - w->rows));
-    }
-    return n;
-}
-
-/* The round's one transaction: the conditional marks first, then the claim,
- * which sees them (per_aggregate: a successor of a row just marked is a
- * head), then one COMMIT. A fault before the COMMIT changes nothing; at
- * the COMMIT, a lost connection may have committed all of it (the marks
- * and the leases) or none, and the relay is told neither. */
-static int mark_and_claim(void *io, struct sc_relay_row *const *acked, int n_acked, unsigned char *marked,
-                          struct sc_relay_row *rows, int max, int *at_commit, struct sc_db_err *e)
+static int mark_published(void *io, struct sc_relay_row *const *rows, int n, unsigned char *marked,
+                          struct sc_db_err *e)
 {
     struct sim_relay *r = io;
     struct sim_world *w = r->w;
-    *at_commit = 0;
     if (r->db_broken)
         return broken(r, e);
     struct sim_row *x[SC_BATCH_LIMIT];
-    for (int i = 0; i < n_acked; i++) {
-        x[i] = find_row(w, acked[i]->event_id, strlen(acked[i]->event_id));
+    for (int i = 0; i < n; i++) {
+        x[i] = find_row(w, rows[i]->event_id, strlen(rows[i]->event_id));
         check_window(r, x[i]);
     }
     maybe_stall(r);
     int k = draw_fault(r, w->f_run.db);
-    if (k >= 0 && !sim_chance(w, w->f_run.db_commit)) {
-        w->st.round_failed_before++;
-        return fail_stmt(r, k, e, "mark and claim");
+    if (k >= 0 && !sim_chance(w, w->f_run.db_commit))
+        return fail_stmt(r, k, e, "mark PUBLISHED");
+    if (k >= 0) {
+        int applied = db_errors[k].cls == SC_DBERR_CONNECTION && sim_chance(w, 0.5);
+        if (applied) {
+            w->st.unknown_commits++;
+            for (int i = 0; i < n; i++)
+                apply_mark(r, x[i], S_PUBLISHED);
+        }
+        return fail_stmt(r, k, e, applied ? "mark COMMIT (it did commit)" : "mark COMMIT");
     }
-    /* What the transaction does, on a copy of the rows: kept when it commits. */
-    struct sim_row before[SIM_MAX_ROWS];
-    memcpy(before, w->rows, sizeof before);
-    int unresolved = w->unresolved;
     int m = 0;
-    for (int i = 0; i < n_acked; i++) {
+    for (int i = 0; i < n; i++) {
         marked[i] = (unsigned char)apply_mark(r, x[i], S_PUBLISHED);
         m += marked[i];
     }
-    struct sim_row *pick[SIM_MAX_ROWS];
-    int n = max > 0 ? pick_rows(r, rows, max, pick) : 0;
-    for (int i = 0; i < n; i++)
-        lease(r, pick[i]);
-    if (k >= 0) { /* at COMMIT */
-        int applied = db_errors[k].cls == SC_DBERR_CONNECTION && sim_chance(w, 0.5);
-        *at_commit = 1;
-        for (int i = 0; i < n; i++) /* a failed claim hands no rows back */
-            sc_relay_row_clear(&rows[i]);
-        if (applied) {
-            w->st.unknown_commits++;
-            w->st.round_lost_applied++;
-        } else {
-            memcpy(w->rows, before, sizeof before);
-            w->unresolved = unresolved;
-            w->st.round_lost_undone++;
-        }
-        return fail_stmt(r, k, e, applied ? "mark and claim COMMIT (it did commit)" : "mark and claim COMMIT");
-    }
-    for (int i = 0; i < n; i++) {
-        pick[i]->claimed_at[r->idx] = r->clock;
-        pick[i]->lease_set[r->idx] = pick[i]->lease_until;
-    }
     r->told_published += (unsigned)m;
-    r->told_lost += (unsigned)(n_acked - m);
-    sim_trace(w, "r%d   database: marked %d of %d PUBLISHED, claimed %d rows (lease until %lld)", r->idx, m,
-              n_acked, n, (long long)(r->clock + w->lease_ms));
-    return n;
+    r->told_lost += (unsigned)(n - m);
+    sim_trace(w, "r%d   database: marked %d of %d PUBLISHED", r->idx, m, n);
+    return 0;
 }
 
 static int mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e)
@@ -505,8 +499,6 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
                 w->st.refused++;
             return -1;
         }
-        if (x->status == S_PENDING) /* no claim of it ever committed */
-            sim_violation(w, "relay %d publishes %s, which no claim has leased (PENDING)", r->idx, x->id);
         msgs[i].result = SC_PUB_PENDING;
         msgs[i].seq = c->next_seq++;
         check_body(w, x, &msgs[i]);
@@ -674,7 +666,8 @@ const struct sc_relay_ops sim_ops = {
     .db_open = db_open,
     .db_close = db_close,
     .db_is_open = db_is_open,
-    .mark_and_claim = mark_and_claim,
+    .claim = claim,
+    .mark_published = mark_published,
     .mark_failed = mark_failed,
     .rollback = rollback,
     .amqp_open = amqp_open,
