@@ -1,6 +1,9 @@
 """Two `consume` processes on one quorum queue while the RabbitMQ node they
 are connected to is killed with SIGKILL and later restarted: unacked
 deliveries come back (through another node) and meet the unique key."""
+import os
+import signal
+
 from cluster_lib import *
 
 N = 800
@@ -18,8 +21,17 @@ pub = Publisher(c1.exchange, events, pace_s=0.004)  # through node 2
 pub.start()
 applied = lambda: count_in("notification_job", "event_id", ids)
 ok(wait_until(lambda: applied() >= N // 5, timeout=120), f"mid-stream before the kill ({applied()} of {N})")
+# Both consumers frozen until the stream backs up behind their prefetch, so
+# the node dies with deliveries unacked in their hands whatever the
+# machine's speed (a consumer that keeps up may hold none at that moment).
+for c in (c1, c2):
+    os.kill(c.proc.pid, signal.SIGSTOP)
+ok(wait_until(lambda: queue_depth(c1.queue) > 0, timeout=60),
+   "with the consumers frozen, messages wait in the queue: their prefetch is full")
 kill("rabbit", 1)
 t_kill = time.time()
+for c in (c1, c2):
+    os.kill(c.proc.pid, signal.SIGCONT)
 at_kill = applied()
 ok(at_kill < N, f"events still flowing when the node died ({at_kill} of {N})")
 wait_until(lambda: applied() > at_kill + 20, timeout=120)
