@@ -103,7 +103,7 @@ static const struct sc_member_copy *member_of(const struct item *it, struct sc_m
 static int publish_dead(struct worker *w, const struct item *it, const char *why)
 {
     struct sc_member_copy m;
-    if (it->dl->behind_replay[0] && it->dl->key && it->hold_seq > 0)
+    if (it->dl->behind_replay[0])
         return sc_republish_behind_replay(&w->out, w->c->k, &it->dl->env, it->dl->key,
                                           it->dl->behind_replay, it->hold_seq, &it->lf);
     return sc_republish_dead(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt, why,

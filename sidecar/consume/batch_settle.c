@@ -78,7 +78,7 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
                    w->c->k->max_attempts, it->why);
         break;
     case D_DEAD:
-        if (it->dl->behind_replay[0] && it->hold_seq > 0) {
+        if (it->dl->behind_replay[0]) {
             it->lf.outcome = "held";
             sc_log(SC_LOG_INFO, &it->lf, "%s, whose replay is in flight: sent to the end of %s "
                    "behind the replayed events (it runs after them)", it->why,

@@ -15,6 +15,11 @@ struct headers {
  * the broker's own delivery count: a copy is a new message, and a quorum
  * queue shows a published x-delivery-count on its first delivery as if the
  * copy had been delivered that often (the guard would dead-letter it). */
+static int named(amqp_bytes_t key, const char *name)
+{
+    return key.len == strlen(name) && memcmp(key.bytes, name, key.len) == 0;
+}
+
 static int headers_from(struct headers *h, const amqp_table_t *old)
 {
     int n_old = old ? old->num_entries : 0;
@@ -28,8 +33,7 @@ static int headers_from(struct headers *h, const amqp_table_t *old)
         const amqp_table_entry_t *e = &old->entries[i];
         int drop = 0;
         for (size_t j = 0; j < sizeof rewritten / sizeof *rewritten; j++)
-            drop |= e->key.len == strlen(rewritten[j]) &&
-                    memcmp(e->key.bytes, rewritten[j], e->key.len) == 0;
+            drop |= named(e->key, rewritten[j]);
         if (!drop)
             h->e[h->n++] = *e;
     }
@@ -132,15 +136,8 @@ int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_con
     int j = 0;
     for (int i = 0; i < h.n; i++) {
         amqp_bytes_t name = h.e[i].key;
-        int drop = (name.len == strlen(SC_H_REPLAY_KEY) &&
-                    memcmp(name.bytes, SC_H_REPLAY_KEY, name.len) == 0) ||
-                   (name.len == strlen(SC_H_REPLAY_TOKEN) &&
-                    memcmp(name.bytes, SC_H_REPLAY_TOKEN, name.len) == 0) ||
-                   (name.len == strlen(SC_H_HOLD_SEQ) &&
-                    memcmp(name.bytes, SC_H_HOLD_SEQ, name.len) == 0) ||
-                   (name.len == strlen(SC_H_REPLAY_ROUND) &&
-                    memcmp(name.bytes, SC_H_REPLAY_ROUND, name.len) == 0);
-        if (!drop)
+        if (!named(name, SC_H_REPLAY_KEY) && !named(name, SC_H_REPLAY_TOKEN) &&
+            !named(name, SC_H_HOLD_SEQ) && !named(name, SC_H_REPLAY_ROUND))
             h.e[j++] = h.e[i];
     }
     h.n = j;

@@ -76,7 +76,8 @@ struct delivery {
     const char *replay_token; /* a copy `sidecar dlq replay --key` sent: its token, else "" */
     char held_why[64];    /* "held behind <event_id>" */
     char behind_replay[37]; /* held while its key's replay (this token) is in flight: it goes
-                               to the end of the stream with the token, not to the DLQ */
+                               to the end of the stream with the token, not to the DLQ (set
+                               only once its hold is recorded) */
     /* and the batch sets these for it: kept in hand (neither acked nor
      * returned) to run again after again_ms; spent when that counts as an
      * attempt (a retry), not when it had no outcome (it simply runs again). */

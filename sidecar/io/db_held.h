@@ -31,7 +31,8 @@ int sc_db_held_read(struct sc_db *db, const char *consumer, const char *const *k
  * duplicate), else gets the key's next; *seq gets it. token: the replay
  * token of a copy that ran and failed again ("" for any other dead letter):
  * when it is the key's current replay's, that replay ends there. current
- * (room 37) gets the key's replay token as the hold commits ("" for none). Returns 0, or -1 with e filled (rolled back). */
+ * (room 37) gets the key's replay token as the hold commits ("" for none).
+ * Returns 0, or -1 with e filled (rolled back). */
 int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, const char *event_id,
                     const char *token, int64_t *seq, char *current, struct sc_db_err *e);
 

@@ -924,7 +924,7 @@ static int b_publish_dead(struct worker *w, const struct item *it, const char *w
         fail("dead-lettered for a read-only node: %s", why);
     /* What batch_io's publish_dead does with a delivery held while its
      * key's replay is in flight. */
-    if (it->dl->behind_replay[0] && it->dl->key && it->hold_seq > 0)
+    if (it->dl->behind_replay[0])
         return publish(w, it, 2);
     return publish(w, it, 1);
 }
