@@ -9,7 +9,7 @@ N = 800
 s = Sidecar(consumer_extra={"queue_type": "quorum", "prefetch": 64, "batch_max": 16})
 configure(s, MYSQL_CONSUMER, [AMQP[1], AMQP[2], AMQP[0]])
 ok(s.start(), "consumer started")
-ok(connects(s, "mysql")[:1] == [(0, "127.0.0.1:33311")], "consumer's database connection is on Galera node 1",
+ok(connects(s, "mysql")[:1] == [(0, "127.0.0.1:23311")], "consumer's database connection is on Galera node 1",
    detail=connects(s, "mysql"))
 events = new_events(N, start=100000)
 ids = [e for e, _ in events]

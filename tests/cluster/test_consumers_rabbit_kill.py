@@ -13,7 +13,7 @@ c2 = Sidecar(name=c1.name, exchange=c1.exchange,
 for c in (c1, c2):
     configure(c, [MYSQL_CONSUMER[1], MYSQL_CONSUMER[2]], AMQP)
     ok(c.start(), "consumer started")
-    ok(connects(c, "amqp")[:1] == [(0, "127.0.0.1:45681")], "its consuming connection is on RabbitMQ node 1",
+    ok(connects(c, "amqp")[:1] == [(0, "127.0.0.1:26681")], "its consuming connection is on RabbitMQ node 1",
        detail=connects(c, "amqp"))
 events = new_events(N, start=200000)
 ids = [e for e, _ in events]

@@ -48,7 +48,7 @@ def claims_failed(r):
 fa, fb = claims_failed(a), claims_failed(b)
 a.stop()
 b.stop()
-ok(connects(a, "mysql")[:1] == [(0, "127.0.0.1:33311")] and connects(b, "mysql")[:1] == [(0, "127.0.0.1:33313")],
+ok(connects(a, "mysql")[:1] == [(0, "127.0.0.1:23311")] and connects(b, "mysql")[:1] == [(0, "127.0.0.1:23313")],
    f"relays on different Galera nodes ({connects(a, 'mysql')[:1]} and {connects(b, 'mysql')[:1]})")
 pa, pb = final_counters(a, "published"), final_counters(b, "published")
 ok(pa is not None and pb is not None and pa + pb == N,

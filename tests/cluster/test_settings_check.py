@@ -11,7 +11,7 @@ cfg = {"amqp": {"url": AMQP}, "mysql": {"url": MYSQL_RELAY}, "http": {"listen": 
        "relay": {"exchange": ex, "worker_id": "check-" + suffix()}}
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "check passes on the healthy cluster")
-for port in (33311, 33312, 33313):
+for port in (23311, 23312, 23313):
     line = [l for l in out.splitlines() if f"127.0.0.1:{port}" in l and "mysql: connected" in l]
     ok(line and "binlog_format=ROW" in line[0] and "wsrep_on=ON" in line[0] and "wsrep_cluster_size=3" in line[0]
        and "transaction_isolation=REPEATABLE-READ" in line[0] and "wsrep_cluster_status=Primary" in line[0],
@@ -25,10 +25,10 @@ except Exception as e:
     ok("1231" in str(e), f"Galera itself refuses binlog_format=STATEMENT ({e})")
 
 ok(servers("start-statement").returncode == 0, "a standalone server with statement-based binlog started")
-stmt_url = "mysql://sidecar_relay:relay-secret@127.0.0.1:33319/app"
+stmt_url = "mysql://sidecar_relay:relay-secret@127.0.0.1:23319/app"
 cfg["mysql"]["url"] = [stmt_url, MYSQL_RELAY[1]]
 rc, out = run_sidecar_cmd(["check"], cfg)
-ok(rc == 1 and "mysql node 0 (127.0.0.1:33319): unsafe for the relay: binlog_format=STATEMENT with log_bin=ON" in out,
+ok(rc == 1 and "mysql node 0 (127.0.0.1:23319): unsafe for the relay: binlog_format=STATEMENT with log_bin=ON" in out,
    "check refuses the statement-based node for the relay, naming it and the setting", detail=out)
 consumer_only = {k: v for k, v in cfg.items() if k != "relay"}
 rc2, out2 = run_sidecar_cmd(["check"], consumer_only)
