@@ -288,6 +288,13 @@ char *sc_metrics_render(void)
         for (int i = 0; i < n; i++)
             emit(&o, "sidecar_consumer_cancelled_total{consumer=\"%s\"} %llu\n",
                  esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->cancelled));
+        emit(&o, "# HELP sidecar_consumer_queue_lost_total Times a worker's own check found its "
+                 "queue gone, or not consumed by it, with no cancel from the broker; the session "
+                 "was made again, which declares the queue and consumes again.\n"
+                 "# TYPE sidecar_consumer_queue_lost_total counter\n");
+        for (int i = 0; i < n; i++)
+            emit(&o, "sidecar_consumer_queue_lost_total{consumer=\"%s\"} %llu\n",
+                 esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->queue_lost));
         emit(&o, "# HELP sidecar_consumer_version_breaks_total Ordered consumers: events applied "
                  "whose eventversion was not their key's last applied + 1 (gap: higher, "
                  "regression: not higher).\n"

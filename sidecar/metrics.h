@@ -36,6 +36,7 @@ struct sc_consumer_metrics {
     int workers;
     atomic_int db_connected, amqp_connected, consuming; /* workers in that state */
     atomic_ullong cancelled; /* consumers the broker cancelled (their queue was deleted) */
+    atomic_ullong queue_lost; /* a worker's queue found gone or unconsumed, with no cancel */
     /* ordered consumers: an applied eventversion that was not the key's
      * last + 1 (0: a gap, 1: a regression or repeat) */
     atomic_ullong version_breaks[2];

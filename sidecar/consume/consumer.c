@@ -112,6 +112,8 @@ static long consume_loop(struct worker *w, struct delivery *dls)
             continue;
         }
         if (r == SC_AMQP_RECV_TIMEOUT) {
+            if (sc_worker_check_queues(w, 0))
+                break;
             if (sc_now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
                 w->last_db_use_ms = sc_now_ms();
                 if (mysql_ping(w->db.conn)) {
@@ -188,8 +190,9 @@ static void *worker_main(void *arg)
 #endif
         if (sc_stop_requested())
             break;
-        if (handled > 0)
+        if (handled > 0 || w->reopen_now)
             failures = 0;
+        w->reopen_now = 0;
         int delay = sc_backoff_ms(++failures);
         failed_opens = opened ? 0 : failed_opens + 1;
         if (!opened) {

@@ -116,6 +116,8 @@ long sc_consume_ordered(struct worker *w)
             break;
         n = sc_order_pick(&o, sc_now_ms(), k->batch_max, idx, &next_due);
         if (n == 0) {
+            if (sc_worker_check_queues(w, 0))
+                break; /* closing the channel returns everything in hand */
             if (o.n == 0 && sc_now_ms() - w->last_db_use_ms > DB_IDLE_PING_MS) {
                 w->last_db_use_ms = sc_now_ms();
                 if (mysql_ping(w->db.conn)) {

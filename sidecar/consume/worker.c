@@ -79,15 +79,16 @@ void sc_worker_keep_alive(struct worker *w)
     sc_amqp_heartbeat(&w->out);
 }
 
-/* Waits ms with both broker connections kept alive. Returns -1 when a stop
- * was requested or the publishing connection was closed meanwhile. (The
- * consuming one is read only by receive: its frames are deliveries.) */
+/* Waits ms with both broker connections kept alive and the worker's queues
+ * checked. Returns -1 when a stop was requested, the publishing connection
+ * was closed or a queue could not be declared again meanwhile. (The
+ * consuming channel is read only by receive: its frames are deliveries.) */
 static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_len)
 {
     int64_t end = sc_now_ms() + ms;
     while (!sc_stop_requested()) {
         sc_worker_keep_alive(w);
-        if (sc_amqp_service(&w->out, err, err_len))
+        if (sc_amqp_service(&w->out, err, err_len) || sc_worker_check_queues(w, 1))
             return -1;
         int64_t left = end - sc_now_ms();
         if (left <= 0)
@@ -222,6 +223,66 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
            w->index, queues, k->prefetch, w->db.thread_id,
            k->ordering.present ? "; ordered: single active consumer per queue, this one may wait "
                                  "as a standby" : "");
+    return 0;
+}
+
+/* The broker's cancel says when a queue is deleted, but a worker must not
+ * depend on that one frame to go on receiving (a cluster was seen to lose a
+ * queue with no cancel to any of its consumers, every later event for it
+ * unroutable). So a worker also asks, on a channel of its own: a queue that
+ * is gone, or one that shows no consumer on two checks in a row although
+ * this worker consumes from it, ends the session, and the next one declares
+ * the queue, its bindings and the consumer. While the worker waits for the
+ * database (in_hold: the consuming channel is not read meanwhile), a gone
+ * queue is declared again at once instead, so what is published meanwhile
+ * is routed; the session and the deliveries in hand go on, and the cancel
+ * waiting behind them is read after the wait. */
+int sc_worker_check_queues(struct worker *w, int in_hold)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name};
+    int64_t now = sc_now_ms();
+    if (now - w->last_queue_check_ms < SC_QUEUE_CHECK_MS)
+        return 0;
+    w->last_queue_check_ms = now;
+    int unconsumed = 0;
+    for (int i = 0; i < sc_worker_queues(w); i++) {
+        char q[300], err[512] = "";
+        sc_worker_queue(w, i, q, sizeof q);
+        enum sc_queue_state st = sc_amqp_check_queue(&w->in, q, err, sizeof err);
+        if (st == SC_QUEUE_UNKNOWN) {
+            sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
+            return -1;
+        }
+        if (st == SC_QUEUE_GONE) {
+            atomic_fetch_add(&w->c->m.queue_lost, 1);
+            sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+            if (!in_hold) {
+                sc_log(SC_LOG_WARN, &lf, "queue %s is gone and the broker sent no cancel: "
+                       "declaring it again with a new session", q);
+                w->reopen_now = 1;
+                return -1;
+            }
+            if (sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {
+                sc_log(SC_LOG_WARN, &lf, "queue %s is gone; declaring it again failed: %s", q, err);
+                return -1;
+            }
+            sc_log(SC_LOG_WARN, &lf, "queue %s was gone while a batch is held for the database: "
+                   "declared again with its bindings; consuming again after the hold", q);
+            continue;
+        }
+        unconsumed |= st == SC_QUEUE_UNCONSUMED;
+    }
+    w->unconsumed_checks = unconsumed ? w->unconsumed_checks + 1 : 0;
+    if (w->unconsumed_checks >= 2 && !in_hold) {
+        atomic_fetch_add(&w->c->m.queue_lost, 1);
+        sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+        sc_log(SC_LOG_WARN, &lf, "a queue of this worker shows no consumer on two checks in a "
+               "row, and the broker sent no cancel: consuming again with a new session");
+        w->unconsumed_checks = 0;
+        w->reopen_now = 1;
+        return -1;
+    }
     return 0;
 }
 

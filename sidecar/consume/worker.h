@@ -137,6 +137,9 @@ struct worker {
     int hold_one_by_one; /* and one savepoint per delivery, to find the delivery
                             that loses the session (the fast path cannot tell) */
     int64_t hold_since_ms;
+    int64_t last_queue_check_ms; /* sc_worker_check_queues() */
+    int unconsumed_checks;       /* checks in a row that found a queue with no consumer */
+    int reopen_now;              /* the session ended to declare a lost queue: no backoff */
 };
 
 /* batch.c: parses, runs the transaction and settles every delivery of
@@ -156,6 +159,10 @@ long sc_consume_ordered(struct worker *w);
 /* worker.c: how many queues the worker consumes (an ordered consumer's
  * partitions are shared out among its workers), and the i-th of them. */
 int sc_worker_queues(const struct worker *w);
+/* Checks, at most every SC_QUEUE_CHECK_MS, that the worker's queues exist
+ * and are consumed; see worker.c. Returns 0, or -1 to end the session. */
+#define SC_QUEUE_CHECK_MS 2000
+int sc_worker_check_queues(struct worker *w, int in_hold);
 void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len);
 
 /* batch_begin.c: forgets the batch's state (parsed events) once its

@@ -440,6 +440,40 @@ int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, co
     return 0;
 }
 
+enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, char *err,
+                                        size_t err_len)
+{
+    if (!a->check_open) {
+        amqp_channel_open(a->conn, SC_AMQP_CHECK_CHANNEL);
+        if (reply_error(amqp_get_rpc_reply(a->conn), "amqp channel.open (queue check)", err,
+                        err_len))
+            return SC_QUEUE_UNKNOWN;
+        a->check_open = 1;
+    }
+    /* Frames of the consuming channel that arrive meanwhile are queued by
+     * the library and read by the next receive, in order. */
+    amqp_queue_declare_ok_t *ok = amqp_queue_declare(a->conn, SC_AMQP_CHECK_CHANNEL,
+                                                     amqp_cstring_bytes(queue), 1, 0, 0, 0,
+                                                     amqp_empty_table);
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(a->conn);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL && ok)
+        return ok->consumer_count > 0 ? SC_QUEUE_CONSUMED : SC_QUEUE_UNCONSUMED;
+    char what[300];
+    snprintf(what, sizeof what, "declare queue %.250s (passive, check)", queue);
+    reply_error(r, what, err, err_len);
+    if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = r.reply.decoded;
+        amqp_channel_close_ok_t close_ok;
+        a->check_open = 0;
+        if (amqp_send_method(a->conn, SC_AMQP_CHECK_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD,
+                             &close_ok) != AMQP_STATUS_OK)
+            return SC_QUEUE_UNKNOWN;
+        if (m->reply_code == AMQP_NOT_FOUND)
+            return SC_QUEUE_GONE;
+    }
+    return SC_QUEUE_UNKNOWN;
+}
+
 int sc_amqp_consume_again(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                           size_t err_len)
 {

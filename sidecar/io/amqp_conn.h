@@ -11,6 +11,10 @@
 #include "config.h"
 
 #define SC_AMQP_CHANNEL 1
+/* A connection's second channel, for the passive declares that check a
+ * consumer's own queue: the broker closes it when the queue is gone, and the
+ * consuming channel, with the deliveries in hand, stays open. */
+#define SC_AMQP_CHECK_CHANNEL 2
 
 /* The header an ordered consumer's consistent-hash exchange hashes (the
  * relay sets it to aggregate_id). */
@@ -25,6 +29,7 @@ struct sc_amqp {
     /* what sc_amqp_start_consume last started, for sc_amqp_consume_again */
     char queue[256], consumer_tag[256];
     int prefetch;
+    int check_open;        /* SC_AMQP_CHECK_CHANNEL is open */
 };
 
 /* Opens a connection and channel 1. name shows in the broker's connection
@@ -44,6 +49,16 @@ int sc_amqp_connected(const struct sc_amqp *a);
  * x-single-active-consumer, the dead-letter queue, no delay queues. */
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len);
+
+/* What a passive declare on SC_AMQP_CHECK_CHANNEL says of a queue. */
+enum sc_queue_state {
+    SC_QUEUE_CONSUMED,   /* it exists with at least one consumer */
+    SC_QUEUE_UNCONSUMED, /* it exists, with no consumer */
+    SC_QUEUE_GONE,       /* 404: it does not exist */
+    SC_QUEUE_UNKNOWN,    /* no answer: err says why (the connection is in doubt) */
+};
+enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, char *err,
+                                        size_t err_len);
 
 /* Declares a durable topic exchange. */
 int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err, size_t err_len);

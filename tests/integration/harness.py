@@ -531,6 +531,77 @@ class GateProxy(_MySQLProxy):
         _shut(link.client, link.server)
 
 
+class CancelDroppingAmqpProxy:
+    """A loopback listener in front of a RabbitMQ node that forwards both
+    ways, reads the broker's frames and, while dropping is on, swallows
+    every basic.cancel: a broker that deletes a queue without telling its
+    consumers. dropped counts what it swallowed."""
+
+    BASIC_CANCEL = (60, 30)
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.dropping = True
+        self.dropped = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self):
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2f"
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            threading.Thread(target=self._up, args=(c, s), daemon=True).start()
+            threading.Thread(target=self._down, args=(c, s), daemon=True).start()
+
+    @staticmethod
+    def _up(c, s):
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                s.sendall(b)
+        except OSError:
+            pass
+        _shut(c, s)
+
+    def _down(self, c, s):
+        buf = b""
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                buf += b
+                out = b""
+                # frame: type(1) channel(2) size(4) payload end(0xCE)
+                while len(buf) >= 7:
+                    size = int.from_bytes(buf[3:7], "big")
+                    if len(buf) < 8 + size:
+                        break
+                    frame, buf = buf[:8 + size], buf[8 + size:]
+                    method = (int.from_bytes(frame[7:9], "big"), int.from_bytes(frame[9:11], "big"))
+                    if frame[0] == 1 and method == self.BASIC_CANCEL and self.dropping:
+                        self.dropped += 1
+                        continue
+                    out += frame
+                if out:
+                    c.sendall(out)
+        except OSError:
+            pass
+        _shut(c, s)
+
+
 # ---- the relay and the producer ---------------------------------------------
 
 ORDER_PRODUCER = os.environ.get("SC_ORDER_PRODUCER", "")

@@ -5,7 +5,9 @@ and binds the queue again and consumes on: events published to the
 exchange afterwards are applied. While it cannot (here: the vhost's queue
 limit refuses the declaration) /readyz says not ready; once it can, ready
 again. Before, the consumer sat idle forever with /readyz green."""
+import os
 import re
+import time
 
 import pika
 
@@ -24,6 +26,17 @@ def consumers_on_queue():
     conn = amqp()
     try:
         return conn.channel().queue_declare(sc.queue, passive=True).method.consumer_count
+    except pika.exceptions.ChannelClosedByBroker:
+        return None
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def consumers_on_queue_of(queue):
+    conn = amqp()
+    try:
+        return conn.channel().queue_declare(queue, passive=True).method.consumer_count
     except pika.exceptions.ChannelClosedByBroker:
         return None
     finally:
@@ -102,4 +115,40 @@ is_eq(count_in("consumed_event", "event_id", all_ids, f"AND consumer_name = '{sc
       "every event claimed once")
 is_eq(applied(all_ids), 50, "every effect once")
 is_eq(sc.stop(), 0, "clean stop")
+
+# ---- deleted while the workers hold a batch for the database -----------------
+# They do not read their consuming channel then, so the cancel waits unread:
+# the workers' own queue check declares the queue again at once, while the
+# database is still away, and the batch in hand commits once it is back.
+gate = GateProxy(int(os.environ["SC_TEST_MYSQL_PORT"]))
+held = Sidecar(mysql_url=gate.url(), consumer_extra={"workers": WORKERS, "prefetch": 16,
+                                                      "db_outage_hold_ms": 60000})
+ok(held.start(), "a second consumer, through a database proxy")
+warm = new_events(5, start=8400)
+publish_events(held.exchange, warm)
+ok(wait_until(lambda: applied([e for e, _ in warm]) == 5, timeout=30), "its events applied")
+gate.down()
+in_hand = new_events(4, start=8410)
+publish_events(held.exchange, in_hand)
+ok(wait_until(lambda: sum(1 for l in held.lines() if "holding the batch" in l.get("msg", "")) >= 1, timeout=30),
+   "the database goes away under a batch: the batch is held")
+conn = amqp()
+conn.channel().queue_delete(held.queue)
+conn.close()
+t_del = time.time()
+back = wait_until(lambda: consumers_on_queue_of(held.queue) is not None, timeout=20, step=0.05)
+took = time.time() - t_del
+ok(back and took <= 5.0 and gate.is_down,
+   f"the queue is declared again within 5 s while the database is still away (took {took:.2f} s)")
+during = new_events(10, start=8420)
+publish_events(held.exchange, during)
+gate.up()
+ok(wait_until(lambda: applied([e for e, _ in in_hand]) == 4, timeout=60),
+   "the batch held in hand commits once the database is back")
+ok(wait_until(lambda: applied([e for e, _ in during]) == 10, timeout=60),
+   "events published while the database was away, after the re-declaration, are applied",
+   detail=f"applied {applied([e for e, _ in during])} of 10")
+ok(wait_until(lambda: consumers_on_queue_of(held.queue) == WORKERS, timeout=20),
+   "and the workers consume from the queue again", detail=consumers_on_queue_of(held.queue))
+is_eq(held.stop(), 0, "clean stop")
 done()

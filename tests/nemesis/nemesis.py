@@ -191,11 +191,50 @@ class Topology:
             if not self.cluster:
                 self.sql("SELECT 1", i=i)
                 return True
-            rows = self.sql("SHOW STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_cluster_size')", i=i)
+            rows = self.sql("SHOW STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_cluster_size',"
+                            " 'wsrep_cluster_status', 'wsrep_local_state_comment')", i=i)
             st = dict(rows)
-            return st.get("wsrep_ready") == "ON" and st.get("wsrep_cluster_size") == "3"
+            return (st.get("wsrep_ready") == "ON" and st.get("wsrep_cluster_size") == "3"
+                    and st.get("wsrep_cluster_status") == "Primary"
+                    and st.get("wsrep_local_state_comment") == "Synced")
         except Exception:  # noqa: BLE001
             return False
+
+    def db_settled(self, timeout=90):
+        """Every node ready on three checks in a row, 2 s apart. A node back
+        from isolation reads ready at once, then suspects its peers and
+        leaves the primary component seconds later (evs.suspect_timeout): a
+        fault that took another node down in that window left the whole
+        cluster non-primary, with no node to start it again."""
+        if not self.cluster:
+            return self.db_ready(0)
+        end, streak = now() + timeout, 0
+        while now() < end:
+            streak = streak + 1 if all(self.db_ready(i) for i in range(len(self.mysql))) else 0
+            if streak >= 3:
+                return True
+            time.sleep(2)
+        return False
+
+    def bootstrap_if_no_primary(self):
+        """Nodes running, none in a primary component (what a lost quorum
+        leaves): the most advanced one (highest wsrep_last_committed) is made
+        the primary component again with pc.bootstrap, as an operator does."""
+        seen = {}
+        for i in range(len(self.mysql)):
+            try:
+                st = dict(self.sql("SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status',"
+                                   " 'wsrep_last_committed')", i=i, timeout=5))
+            except Exception:  # noqa: BLE001
+                continue
+            if st.get("wsrep_cluster_status") == "Primary":
+                return None
+            seen[i] = int(st.get("wsrep_last_committed") or 0)
+        if not seen:
+            return None
+        i = max(seen, key=lambda k: seen[k])
+        self.sql("SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'", i=i)
+        return i
 
     def recoveries(self):
         n = 0
@@ -992,7 +1031,7 @@ class Nemesis:
         return False
 
     def _all_db_ready(self):
-        return all(self.topo.db_ready(i) for i in range(len(self.topo.mysql)))
+        return self.topo.db_settled(timeout=30)
 
     def f_db_crash(self, name, r, target):
         i = r.randrange(len(self.topo.mysql))
@@ -1142,10 +1181,7 @@ class Nemesis:
         self.log(name, "start", node=i + 1, seconds=round(secs, 1))
         time.sleep(secs)
         self.topo.sql("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'", i=i)
-        end = now() + 90
-        while now() < end and not self.topo.db_ready(i):
-            time.sleep(0.5)
-        self.log(name, "end", node=i + 1, rejoined=self.topo.db_ready(i))
+        self.log(name, "end", node=i + 1, rejoined=self.topo.db_settled(timeout=90))
 
     def f_rabbit_kill(self, name, r, target):
         i = r.randrange(3)
@@ -1241,11 +1277,21 @@ def heal(topo, procs, dbp, amqpp):
                 except Exception:  # noqa: BLE001
                     pass
         for i in range(3):
-            end = now() + 60
+            start, end = now(), now() + 60
             while now() < end and not topo.db_ready(i):
+                # not while a view change may still be under way
+                if now() > start + 15 and topo.bootstrap_if_no_primary() is not None:
+                    say("no Galera node in a primary component: bootstrapped the most advanced")
                 time.sleep(1)
-            if not topo.db_ready(i):
-                topo.servers("start-mysql", str(i + 1))
+            pid = None
+            try:
+                pid = int(open(topo.mysql[i]["pidfile"]).read().strip())
+                os.kill(pid, 0)
+            except (OSError, ValueError):
+                pid = None
+            if not topo.db_ready(i) and pid is None:
+                topo.servers("start-mysql", str(i + 1))  # only a node that is not running
+        topo.db_settled(timeout=120)
         for i in range(3):
             r = topo.rabbitmqctl(i, "status", timeout=60)
             if r.returncode != 0:
@@ -1370,7 +1416,7 @@ class Tap:
         return cond
 
 
-def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
+def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windows=True):
     """Every event by its id. Returns the summary dict and the ids per class."""
     orders = rows["orders"]
     by_event = {}
@@ -1404,6 +1450,7 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
             queued[q] = ready + unacked
 
     lost, doubled, stuck, dead_ids, out_of_order = {}, {}, {}, {}, {}
+    missed = {}  # event id -> the consumers that never consumed it
     for eid, os_ in list(by_event.items()) + [(e, None) for e in updates]:
         bound = CONSUMERS if os_ is not None else (ORDERED,)
         if os_ is not None and len(os_) > 1:
@@ -1432,10 +1479,13 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
             elif n == 0 and e == 0:
                 if not any(d["consumer"] == cname for d in dead.get(eid, [])):
                     why.append(f"{cname}: never consumed (no consumed_event row, no effect)")
+                    missed.setdefault(eid, set()).add(cname)
             elif n != e:
                 why.append(f"{cname}: {n} consumed_event rows but {e} effect rows")
         if why and eid not in doubled:
             lost[eid] = "; ".join(why)
+        if len(why) != len(missed.get(eid, ())):
+            missed.pop(eid, None)  # lost for another reason too
     # effects, claims or outbox rows no committed order explains
     for cname, per in effects.items():
         for eid, n in per.items():
@@ -1476,6 +1526,7 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
         pass
     for e, why in relay_order.items():
         out_of_order.setdefault(e, why)
+    lost_in_window, windows = deletion_windows_lost(lost, missed, audit_path) if windows else ({}, [])
     for eid, ds in dead.items():
         if eid not in by_event:
             dead_ids[eid] = "; ".join(f"{d['consumer']}: {d['reason']}" for d in ds)
@@ -1546,6 +1597,7 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
         "producer_requests": len(recs), "producer_unsettled": len(unsettled),
         "producer_unreconciled": len(unreconciled), "innodb_recoveries": topo.recoveries(),
         "process_self_exits": len(self_exits), "audit_copies": sum(copies.values()),
+        "lost_in_deletion_window": len(lost_in_window), "queue_deletions": len(windows),
     }
 
     tap.ok(summary["faults"] > 0, f"faults injected: {summary['faults']} ({json.dumps(nem.by_kind, sort_keys=True)})")
@@ -1553,6 +1605,10 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     tap.ok(not lost,
            f"every committed order has exactly one outbox row, PUBLISHED, and exactly one consumed_event row"
            f" and one effect per consumer: lost {len(lost)}", "\n".join(f"{k}: {v}" for k, v in list(lost.items())[:20]))
+    slow = [w for w in windows if w[2] is None or w[2] > QUEUE_BACK_BOUND_S]
+    tap.ok(not slow, f"every deleted queue was declared again within {QUEUE_BACK_BOUND_S} s"
+           f" ({len(windows)} deletions; {len(lost_in_window)} events routed while a queue was gone, the"
+           f" operator's loss, counted apart)", "\n".join(str(w) for w in slow[:10]))
     tap.ok(not doubled, f"no effect twice, no effect without its order: doubled {len(doubled)}",
            "\n".join(f"{k}: {v}" for k, v in list(doubled.items())[:20]))
     tap.ok(not stuck, f"nothing stuck (outbox rows not PUBLISHED, messages left in queues or delay queues):"
@@ -1580,6 +1636,48 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap):
     classes = {"lost": lost, "doubled": doubled, "stuck": stuck, "dead_lettered": dead_ids,
                "out_of_order": out_of_order}
     return summary, classes
+
+
+# A deleted queue has no binding until it is declared again: the broker drops
+# what is routed to it meanwhile (the operator's loss, not the sidecar's).
+# The sidecar bounds that window; the checker holds it to the bound.
+QUEUE_BACK_BOUND_S = 5.0
+
+
+def deletion_windows_lost(lost, missed, audit_path):
+    """Moves out of lost the events whose every miss is a consumer whose
+    queue was deleted when the event was routed (its first copy on the audit
+    queue, which the same publish reaches, within [deleted, back + 1 s]).
+    Returns ({event id: why}, [(queue, deleted at, seconds until back)])."""
+    windows = []
+    try:
+        for line in open(os.path.join(RUN_DIR, "faults.jsonl")):
+            d = json.loads(line)
+            if d.get("fault") != "queue-deleted" or d.get("phase") not in ("start", "end"):
+                continue
+            if d["phase"] == "start":
+                windows.append([d["queue"], d["t"], None])
+            elif windows and windows[-1][0] == d["queue"] and d.get("declared_again"):
+                windows[-1][2] = d.get("after_s")
+    except OSError:
+        pass
+    first = {}
+    try:
+        with open(audit_path) as f:
+            for line in f:
+                d = json.loads(line)
+                first.setdefault(d["event_id"], d["t"])
+    except OSError:
+        pass
+    out = {}
+    for eid in list(lost):
+        cs, t = missed.get(eid), first.get(eid)
+        if not cs or t is None:
+            continue
+        hits = [w for w in windows if w[0] in cs and w[1] <= t <= w[1] + min(w[2] or 20, 20) + 1.0]
+        if {w[0] for w in hits} == cs:
+            out[eid] = f"{lost.pop(eid)} (routed {t - hits[0][1]:.2f} s after {hits[0][0]} was deleted)"
+    return out, [tuple(w) for w in windows]
 
 
 class _QuietTap(Tap):
@@ -1622,7 +1720,7 @@ def self_check(topo, procs, producers, nem, audit_path, rows, dlq, depths):
         a, b = several[0][0], several[0][1]
         a[0], b[0] = b[0], a[0]
         want_order = {a[2]}
-    s, cl = check(topo, procs, producers, nem, audit_path, r, d, depths, _QuietTap())
+    s, cl = check(topo, procs, producers, nem, audit_path, r, d, depths, _QuietTap(), windows=False)
     want = {"lost": {eids[0], eids[1]}, "doubled": {eids[2]}, "stuck": {eids[3]}, "dead_lettered": {eids[4]},
             "out_of_order": want_order}
     if not want_order:
