@@ -163,18 +163,6 @@ static json_t *ring_json(const struct ring *r, const char *const *names)
     return out;
 }
 
-void sc_console_db_session(struct sc_db *db)
-{
-    struct sc_db_err e = {0};
-    /* Each read sees what is committed now (autocommit is off: under
-     * REPEATABLE READ a session would keep reading its first snapshot). */
-    sc_db_query(db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
-    /* A statement the server takes longer than 5 s over is stopped there:
-     * MariaDB's name (seconds), then MySQL's (milliseconds, SELECT only). */
-    if (sc_db_query(db, "SET SESSION max_statement_time = 5", &e))
-        sc_db_query(db, "SET SESSION max_execution_time = 5000", &e);
-}
-
 /* The first cell of a one-row answer, copied to out ("" and *null = 1 for
  * SQL NULL). Returns 0, or -1 with e filled. */
 static int scalar(struct sc_db *db, const char *sql, const char *param, char *out, size_t len,
