@@ -2,9 +2,11 @@
  *
  * Pieces, one concern a file:
  *   console.c          start-up (tokens, config path), the run loop, stop
- *   console_sample.c   two sampler threads (database, broker) and an hour of
- *                      samples in memory: what the overview, the charts and
- *                      the console's /metrics show, without a query per view
+ *   console_sample*.c  two sampler threads (database, broker) and an hour of
+ *                      samples in memory, shown by console_overview.c (the
+ *                      overview, the charts) and console_metrics.c (the
+ *                      console's /metrics) without a query per view; see
+ *                      console_sampler.h and console_ring.h
  *   console_pool.c     the few database sessions the requests share
  *   console_live_db.c  database reads made for one request (outbox rows, an
  *                      event, an aggregate), each bounded
@@ -72,8 +74,10 @@ struct sc_console {
 /* console_sample.c */
 struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con);
 void sc_console_sampler_stop(struct sc_console_sampler *s);
+/* console_overview.c */
 json_t *sc_console_overview(struct sc_console_sampler *s);
 json_t *sc_console_history(struct sc_console_sampler *s);
+/* console_metrics.c */
 char *sc_console_metrics(struct sc_console_sampler *s); /* Prometheus text, malloc'd */
 
 /* console_pool.c: the pool's lock, and at the end its sessions closed. */
