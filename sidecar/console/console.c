@@ -133,7 +133,7 @@ int sc_console_run(const struct sc_config *cfg, int argc, char **argv)
         con->cfg_short.mysql_lock_wait_timeout_s = 2;
     if (con->cfg_short.amqp_connect_timeout_ms > 3000)
         con->cfg_short.amqp_connect_timeout_ms = 3000;
-    pthread_mutex_init(&con->pool.lock, NULL);
+    sc_console_pool_init(&con->pool);
     pthread_mutex_init(&con->action_lock, NULL);
     int rc = 0;
     char err[600];
@@ -168,11 +168,8 @@ int sc_console_run(const struct sc_config *cfg, int argc, char **argv)
 out_sampler:
     sc_console_sampler_stop(con->sampler);
 out:
-    for (int i = 0; i < SC_CONSOLE_DB_SLOTS; i++)
-        if (sc_db_connected(&con->pool.db[i]))
-            sc_db_close(&con->pool.db[i]);
+    sc_console_pool_close(&con->pool);
     memset(con->tokens, 0, sizeof con->tokens);
-    pthread_mutex_destroy(&con->pool.lock);
     pthread_mutex_destroy(&con->action_lock);
     free(con);
     return rc;

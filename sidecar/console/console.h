@@ -1,17 +1,23 @@
 /* sidecar console: an operator's page and its JSON API, in its own process.
  *
- * Pieces, one file each:
- *   console.c         start-up (tokens, config path), the run loop, stop
- *   console_sample.c  two sampler threads (database, broker) and an hour of
- *                     samples in memory: what the overview, the charts and
- *                     the console's /metrics show, without a query per view
- *   console_live.c    reads made for one request (lists, an event, an
- *                     aggregate, a dead-letter queue), each bounded
- *   console_action.c  the two actions: dead-letter replay, FAILED -> PENDING
- *   console_http.c    the HTTP server (libmicrohttpd), routes, the checks
- *                     every action passes (POST, token, same origin)
- *   assets/           the page: HTML, CSS and plain JavaScript, embedded in
- *                     the binary at build time (embed.py) */
+ * Pieces, one concern a file:
+ *   console.c          start-up (tokens, config path), the run loop, stop
+ *   console_sample*.c  two sampler threads (database, broker) and an hour of
+ *                      samples in memory, shown by console_overview.c (the
+ *                      overview, the charts) and console_metrics.c (the
+ *                      console's /metrics) without a query per view; see
+ *                      console_sampler.h and console_ring.h
+ *   console_pool.c     the few database sessions the requests share
+ *   console_live_db.c  database reads made for one request (outbox rows, an
+ *                      event, an aggregate), each bounded
+ *   console_live_dlq.c broker reads made for one request (a dead-letter
+ *                      queue's page, a search by id), each bounded
+ *   console_text.c     any bytes as a JSON string the page can show
+ *   console_action.c   the two actions: dead-letter replay, FAILED -> PENDING
+ *   console_http.c     the HTTP server (libmicrohttpd), routes, the checks
+ *                      every action passes (POST, token, same origin)
+ *   assets/            the page: HTML, CSS and plain JavaScript, embedded in
+ *                      the binary at build time (embed.py) */
 #ifndef SC_CONSOLE_H
 #define SC_CONSOLE_H
 
@@ -68,16 +74,34 @@ struct sc_console {
 /* console_sample.c */
 struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con);
 void sc_console_sampler_stop(struct sc_console_sampler *s);
+/* console_overview.c */
 json_t *sc_console_overview(struct sc_console_sampler *s);
 json_t *sc_console_history(struct sc_console_sampler *s);
+/* console_metrics.c */
 char *sc_console_metrics(struct sc_console_sampler *s); /* Prometheus text, malloc'd */
+
+/* console_pool.c: the pool's lock, and at the end its sessions closed. */
+void sc_console_pool_init(struct sc_console_pool *p);
+void sc_console_pool_close(struct sc_console_pool *p);
 
 /* The console's database session settings on a fresh connection: READ
  * COMMITTED, a server-side statement time bound. Errors are ignored (a
  * server without the variable). */
 void sc_console_db_session(struct sc_db *db);
 
-/* console_live.c: each returns a JSON reply and sets *status (HTTP). */
+/* A database session from the pool (slot in *slot), or NULL with *status and
+ * *err set (busy: 503 at once; cannot connect: 503 with the error). */
+struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
+                                unsigned *status);
+/* Back to the pool; broken: close it (a connection-class error). */
+void sc_console_db_put(struct sc_console *con, int slot, int broken);
+/* 1 when e is of the connection's class: the session is closed, not reused. */
+int sc_console_db_broken(const struct sc_db_err *e);
+/* {"error": "database: error N: msg"} and 503/500 by the error's class. */
+json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigned *status);
+
+/* console_live_db.c, console_live_dlq.c: each returns a JSON reply and sets
+ * *status (HTTP). */
 json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
                                const char *after, int limit, unsigned *status);
 json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *status);
@@ -86,15 +110,6 @@ json_t *sc_console_aggregate(struct sc_console *con, const char *type, const cha
 json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset, int limit,
                        unsigned *status);
 json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *status);
-
-/* A database session from the pool (slot in *slot), or NULL with *status and
- * *err set (busy: 503 at once; cannot connect: 503 with the error). */
-struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
-                                unsigned *status);
-/* Back to the pool; broken: close it (a connection-class error). */
-void sc_console_db_put(struct sc_console *con, int slot, int broken);
-/* {"error": "database: error N: msg"} and 503/500 by the error's class. */
-json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigned *status);
 
 /* console_action.c: who names the caller (token name and address). */
 json_t *sc_console_replay(struct sc_console *con, const char *who, const json_t *req,

@@ -185,7 +185,7 @@ json_t *sc_console_set_pending(struct sc_console *con, const char *who, const js
     if (changed >= 0 && sc_db_commit(db, &e))
         changed = -1;
     if (changed < 0) {
-        sc_console_db_put(con, slot, e.cls == SC_DBERR_CONNECTION || e.code >= 2000);
+        sc_console_db_put(con, slot, sc_console_db_broken(&e));
         sc_log(SC_LOG_WARN, &lf, "console: %s set %s PENDING: error %u: %s", who, canon, e.code, e.msg);
         return sc_console_db_error("set PENDING", &e, status);
     }

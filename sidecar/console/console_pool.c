@@ -1,0 +1,93 @@
+/* The few database sessions the console's requests share (console.h says
+ * why so few): a request takes an idle one, else a free slot to connect
+ * in, else it is refused at once. The samplers' sessions are set up the
+ * same way (sc_console_db_session). */
+#include <stdio.h>
+
+#include "console.h"
+
+void sc_console_pool_init(struct sc_console_pool *p)
+{
+    pthread_mutex_init(&p->lock, NULL);
+}
+
+void sc_console_pool_close(struct sc_console_pool *p)
+{
+    for (int i = 0; i < SC_CONSOLE_DB_SLOTS; i++)
+        if (sc_db_connected(&p->db[i]))
+            sc_db_close(&p->db[i]);
+    pthread_mutex_destroy(&p->lock);
+}
+
+void sc_console_db_session(struct sc_db *db)
+{
+    struct sc_db_err e = {0};
+    /* Each read sees what is committed now (autocommit is off: under
+     * REPEATABLE READ a session would keep reading its first snapshot). */
+    sc_db_query(db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
+    /* A statement the server takes longer than 5 s over is stopped there:
+     * MariaDB's name (seconds), then MySQL's (milliseconds, SELECT only). */
+    if (sc_db_query(db, "SET SESSION max_statement_time = 5", &e))
+        sc_db_query(db, "SET SESSION max_execution_time = 5000", &e);
+}
+
+int sc_console_db_broken(const struct sc_db_err *e)
+{
+    return e->cls == SC_DBERR_CONNECTION || e->code >= 2000;
+}
+
+json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigned *status)
+{
+    char msg[700];
+    snprintf(msg, sizeof msg, "database: %s: error %u: %s", what, e->code, e->msg);
+    *status = sc_console_db_broken(e) ? 503 : 500;
+    return json_pack("{s:s}", "error", msg);
+}
+
+struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
+                                unsigned *status)
+{
+    struct sc_console_pool *p = &con->pool;
+    int i;
+    pthread_mutex_lock(&p->lock);
+    for (i = 0; i < SC_CONSOLE_DB_SLOTS && (p->busy[i] || !sc_db_connected(&p->db[i])); i++)
+        ;
+    if (i == SC_CONSOLE_DB_SLOTS) /* no idle session: a free slot to connect in */
+        for (i = 0; i < SC_CONSOLE_DB_SLOTS && p->busy[i]; i++)
+            ;
+    if (i < SC_CONSOLE_DB_SLOTS)
+        p->busy[i] = 1;
+    pthread_mutex_unlock(&p->lock);
+    if (i == SC_CONSOLE_DB_SLOTS) {
+        *status = 503;
+        *err = json_pack("{s:s}", "error",
+                         "database: " "4" " requests of this console are already waiting for it "
+                         "(slow or not answering); try again");
+        return NULL;
+    }
+    if (!sc_db_connected(&p->db[i])) {
+        struct sc_db_err e = {0};
+        if (sc_db_connect(&p->db[i], &con->cfg_short, &e)) {
+            *err = sc_console_db_error("connect", &e, status);
+            *status = 503;
+            pthread_mutex_lock(&p->lock);
+            p->busy[i] = 0;
+            pthread_mutex_unlock(&p->lock);
+            return NULL;
+        }
+        sc_console_db_session(&p->db[i]);
+    }
+    *slot = i;
+    return &p->db[i];
+}
+
+void sc_console_db_put(struct sc_console *con, int slot, int broken)
+{
+    struct sc_console_pool *p = &con->pool;
+    struct sc_db_err e = {0};
+    if (broken || sc_db_rollback(&p->db[slot], &e))
+        sc_db_close(&p->db[slot]);
+    pthread_mutex_lock(&p->lock);
+    p->busy[slot] = 0;
+    pthread_mutex_unlock(&p->lock);
+}
