@@ -76,7 +76,7 @@ T0 = time.monotonic()
 
 # ---- the Markdown: marked blocks --------------------------------------------------
 
-MARK = re.compile(r"^<!--\s*runnable(?::\s*(\S+)(?:\s+(\S+))?)?\s*(-->)?\s*$")
+MARK = re.compile(r"^<!--\s*runnable(?::\s*(?!-->)(\S+)(?:\s+(?!-->)(\S+))?)?\s*(-->)?\s*$")
 
 
 def marked_blocks(rel):
