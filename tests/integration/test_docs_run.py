@@ -12,8 +12,8 @@ mount namespace of its own (unshare -m), where
     Debian's client looks, with root over the socket, as on a new host: the
     recipes create the database `app` and the server-wide role users, which
     on the suite's server exist already and are used by the other tests;
-  - the broker is the suite's (SC_TEST_AMQP_URL), in a virtual host of the
-    page's own, deleted afterwards: AMQP_URL and SIDECAR_AMQP_URL name it;
+  - the broker is the suite's (SC_TEST_AMQP_URL), in a virtual host of this
+    test's own, deleted afterwards: AMQP_URL and SIDECAR_AMQP_URL name it;
     SIDECAR_MYSQL_URL names the page's MariaDB as root;
   - the working directory is a copy of the checkout's files with `build`
     the build tree; PATH is Debian's with `sidecar` (the built binary) and
@@ -21,7 +21,7 @@ mount namespace of its own (unshare -m), where
     empty; EDITOR is `true`.
 Needs root (unshare, mount, mariadbd --user=root): a failure otherwise,
 never a skip."""
-import glob
+import ctypes
 import json
 import os
 import re
@@ -126,6 +126,16 @@ def marked_blocks(rel):
 
 # ---- the machine of a page ---------------------------------------------------------
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_us():
+    """preexec_fn: the server or consumer gets SIGKILL when this process dies
+    (a test killed at its timeout leaves nothing running)."""
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -144,6 +154,15 @@ def tracked_files():
 
 
 FILES = tracked_files()
+
+# The suite's broker, in a virtual host of this test's own (rabbitmqctl
+# starts an Erlang VM per call: one host for the pages, not one each).
+VHOST = f"docs-run-{uuid.uuid4().hex[:8]}"
+_r = rabbitmqctl("add_vhost", VHOST)
+_r2 = rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+if _r.returncode or _r2.returncode:
+    bail(f"rabbitmqctl add_vhost {VHOST}: {_r.stderr}{_r2.stderr}")
+AMQP_URL = os.environ["SC_TEST_AMQP_URL"].rsplit("/", 1)[0] + "/" + VHOST
 
 
 class Machine:
@@ -183,13 +202,7 @@ class Machine:
             f.write('#!/bin/sh\n# root already: run the command (VAR=value words first, as sudo takes them)\n'
                     'exec env "$@"\n')
         os.chmod(os.path.join(bindir, "sudo"), 0o755)
-        self.vhost = f"docs-{os.path.basename(self.dir)}-{uuid.uuid4().hex[:8]}"
-        r = rabbitmqctl("add_vhost", self.vhost)
-        r2 = rabbitmqctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*")
-        if r.returncode or r2.returncode:
-            bail(f"rabbitmqctl add_vhost {self.vhost}: {r.stderr}{r2.stderr}")
-        base_url = os.environ["SC_TEST_AMQP_URL"].rsplit("/", 1)[0]
-        self.amqp_url = f"{base_url}/{self.vhost}"
+        self.amqp_url = AMQP_URL
         self.env = {
             "PATH": f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.home, "USER": "root",
             "LOGNAME": "root", "SHELL": "/bin/bash", "LANG": "C.UTF-8", "TERM": "dumb", "EDITOR": "true",
@@ -197,6 +210,9 @@ class Machine:
             "AMQP_URL": self.amqp_url, "SIDECAR_AMQP_URL": self.amqp_url, "SIDECAR_MYSQL_URL": MYSQL_URL,
             "GOCACHE": GOCACHE, "GOFLAGS": "", "GOPROXY": "off", "PYTHONDONTWRITEBYTECODE": "1",
         }
+        for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):  # a sanitizer build's settings
+            if os.environ.get(var):
+                self.env[var] = os.environ[var]
         os.makedirs(self.env["TMPDIR"])
         self.start_mysql()
 
@@ -210,7 +226,7 @@ class Machine:
             ["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={SOCK}", "--skip-networking",
              f"--pid-file={data}/mysqld.pid", f"--log-error={data}/error.log", "--user=root",
              "--innodb-buffer-pool-size=64M", f"--tmpdir={self.env['TMPDIR']}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_us)
         for _ in range(240):
             if sh(["mariadb", "-e", "SELECT 1"]).returncode == 0:
                 return
@@ -239,13 +255,8 @@ class Machine:
                 os.killpg(pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.mysqld.terminate()
-        try:
-            self.mysqld.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.mysqld.kill()
-            self.mysqld.wait()
-        rabbitmqctl("delete_vhost", self.vhost)
+        self.mysqld.kill()  # a scratch server: nothing to keep
+        self.mysqld.wait()
         for d in reversed(self.mounts):
             sh(["umount", "-l", d])
 
@@ -262,7 +273,8 @@ class Machine:
             json.dump(cfg, f, indent=2)
         self.consumer_log = os.path.join(self.dir, "consume.log")
         self.consumer = subprocess.Popen(["sidecar", "consume", "-c", name], cwd=self.work, env=self.env,
-                                         stdout=open(self.consumer_log, "w"), stderr=subprocess.STDOUT)
+                                         stdout=open(self.consumer_log, "w"), stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_us)
         want = len(cfg.get("consumers", []))
         end = time.time() + 30
         while time.time() < end and self.consumer.poll() is None:
@@ -409,8 +421,17 @@ def run_page(rel):
         m.close()
 
 
-for page in PAGES:
-    run_page(page)
-print(f"# docs_run: {len(PAGES)} pages in {time.monotonic() - T0:.1f} s; scratch {SCRATCH}", flush=True)
-shutil.rmtree(SCRATCH, ignore_errors=True)
+import tap  # noqa: E402
+
+try:
+    for page in PAGES:
+        run_page(page)
+finally:
+    rabbitmqctl("delete_vhost", VHOST)
+if tap._failed:
+    print(f"# docs_run: {len(PAGES)} pages in {time.monotonic() - T0:.1f} s; kept for a look: {SCRATCH}",
+          flush=True)
+else:
+    print(f"# docs_run: {len(PAGES)} pages in {time.monotonic() - T0:.1f} s", flush=True)
+    shutil.rmtree(SCRATCH, ignore_errors=True)
 done()
