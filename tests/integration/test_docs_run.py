@@ -135,7 +135,6 @@ def die_with_us():
     _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -147,10 +146,15 @@ def rabbitmqctl(*args):
 
 
 def tracked_files():
+    """The checkout's files (not the build trees, not .local)."""
     r = sh(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"])
-    if r.returncode != 0:
-        bail("git ls-files: " + r.stderr)
-    return [f for f in r.stdout.split("\n") if f and os.path.isfile(os.path.join(ROOT, f))]
+    if r.returncode == 0:
+        return [f for f in r.stdout.split("\n") if f and os.path.isfile(os.path.join(ROOT, f))]
+    found = []  # not a git checkout: walk it
+    for d, dirs, files in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if not x.startswith((".", "build")) and x != "node_modules"]
+        found += [os.path.relpath(os.path.join(d, f), ROOT) for f in files]
+    return found
 
 
 FILES = tracked_files()
