@@ -7,7 +7,7 @@
 # (docs/upgrading.md): sql/schema/*.sql in order, the example tables of
 # sql/examples/, then sql/grants/ (new grants; a role that does not exist
 # yet is created with its URL secret's password, an existing one keeps its
-# own). As root over TCP, the password from the mysql_root_password secret
+# own) and the example tables' sql/examples/grants/. As root over TCP, the password from the mysql_root_password secret
 # through the environment, never a command line.
 set -euo pipefail
 sql_dir=${SIDECAR_SQL_DIR:-/opt/sidecar/sql}
@@ -28,7 +28,8 @@ for f in "$sql_dir"/schema/*.sql "$sql_dir"/examples/*.sql; do
     echo "migrate: applying ${f#"$sql_dir"/}"
     client "$db" <"$f" || { echo "migrate: ${f#"$sql_dir"/} failed" >&2; exit 1; }
 done
-for f in "$sql_dir"/grants/*.sql; do
+# the roles, then the example tables' grants (after the roles exist)
+for f in "$sql_dir"/grants/*.sql "$sql_dir"/examples/grants/*.sql; do
     echo "migrate: applying ${f#"$sql_dir"/}"
     { cat "$init/role-passwords.sql" 2>/dev/null || true; cat "$f"; } | client \
         || { echo "migrate: ${f#"$sql_dir"/} failed" >&2; rm -f "$init/role-passwords.sql"; exit 1; }

@@ -54,7 +54,7 @@ static void malformed(struct worker *w, struct item *it, const char *reason)
     if (it->ev.id_from[0])
         it->lf.message_id = it->ev.id_from;
     snprintf(it->why, sizeof it->why, "malformed: %s", reason);
-    atomic_fetch_add(&w->c->m.outcomes[SC_OUT_MALFORMED], 1);
+    it->malformed = 1; /* counted once, when its dead letter is settled */
     it->lf.outcome = "malformed";
     sc_log(SC_LOG_WARN, &it->lf, "%s", it->why);
     it->lf.outcome = NULL;

@@ -85,7 +85,9 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
                    w->c->k->queue);
             return;
         }
-        atomic_fetch_add(&out[SC_OUT_DEAD_LETTERED], 1);
+        /* One outcome per event: a malformed one is counted as malformed, not
+         * as a dead letter too (its log line still says where it went). */
+        atomic_fetch_add(&out[it->malformed ? SC_OUT_MALFORMED : SC_OUT_DEAD_LETTERED], 1);
         it->lf.outcome = "dead_lettered";
         sc_log(SC_LOG_WARN, &it->lf, "dead-lettered to %s: %s", w->c->k->dead_letter_queue,
                it->why);

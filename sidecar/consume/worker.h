@@ -96,6 +96,7 @@ struct item {
     size_t body_off, body_len; /* what a copy of it carries: the member's span, else the body */
     int attempt;
     int parsed;
+    int malformed;        /* not a valid event: dead-lettered, counted as malformed */
     struct sc_parsed_event ev;
     enum disposition d;
     int sticky;           /* decided before the transaction (x-delivery-count

@@ -21,6 +21,6 @@ GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
 -- consumer's configuration)
 GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_key TO 'sidecar_consumer'@'%';
 GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_event TO 'sidecar_consumer'@'%';
--- the sample handler (handlers/notification_job)
-GRANT SELECT, INSERT ON app.notification_job TO 'sidecar_consumer'@'%';
-GRANT SELECT, INSERT ON app.order_event_log TO 'sidecar_consumer'@'%';
+-- Your handlers' own tables: grant what their statements need. The example
+-- tables' grants (the sample handlers') are in sql/examples/grants/consumer.sql,
+-- applied with the examples.

@@ -1,5 +1,7 @@
--- Least privilege for a producing service (examples/order-producer): its
--- business table and outbox rows, and the locking read that reconciles.
+-- Least privilege for a producing service: its outbox rows here; its business
+-- table, and the locking read that reconciles (docs/producers.md#grants), in
+-- a grant of your own, as sql/examples/grants/producer.sql does for the demo's
+-- orders table (examples/order-producer).
 -- The password: @sidecar_producer_password when the session sets it (sql/zz_grants.sh
 -- does, from the role's URL secret in compose; tests/servers from its test URL), else a
 -- random one nobody knows: set it with ALTER USER before the role connects. No password
@@ -10,5 +12,4 @@ PREPARE sc_create_user FROM @sc_sql;
 EXECUTE sc_create_user;
 DEALLOCATE PREPARE sc_create_user;
 SET @sc_pw = NULL, @sc_sql = NULL;
-GRANT SELECT, INSERT, UPDATE ON app.orders TO 'sidecar_producer'@'%';
 GRANT INSERT ON app.outbox_event TO 'sidecar_producer'@'%';

@@ -1,6 +1,7 @@
 """Every malformed kind of the contract ends in the DLQ with its reason and
 reason headers, nothing in consumed_event, nothing handed to the handler."""
 import json
+import re
 import uuid
 
 from harness import *
@@ -58,5 +59,24 @@ is_eq(count_in("notification_job", "event_id", ids), 0, "no effect for any malfo
 is_eq(count_in("notification_job", "event_id", [good_id]), 1, "the good event after them was applied")
 is_eq(len(sc.outcomes("malformed")), len(cases) - 1, "malformed outcomes logged (the REJECT is not malformed)")
 is_eq(queue_depth(sc.queue), 0, "nothing left unacked in the queue")
+# Each message is counted once, under one outcome: a malformed one as
+# malformed, not as a dead letter too (it was counted under both, so the
+# summary said dead_lettered=12 malformed=11 for 12 messages).
+n_bad = len(cases) - 1
+
+
+def counts():
+    st, text = sc.get("/metrics")
+    c = {k: int(float(v)) for k, v in re.findall(
+        r'^sidecar_messages_total\{consumer="%s",outcome="(\w+)"\} (\S+)$' % re.escape(sc.name), text, re.M)}
+    return (c.get("malformed"), c.get("dead_lettered"), c.get("applied"))
+
+
+want = (n_bad, 1, 1)
+wait_until(lambda: counts() == want, timeout=10)
+is_eq(counts(), want, "sidecar_messages_total: malformed, dead_lettered (the REJECT alone), applied")
 is_eq(sc.stop(), 0, "clean stop")
+summary = re.findall(r"stopped: applied=(\d+) duplicate=\d+ retried=\d+ dead_lettered=(\d+) unknown=\d+ "
+                     r"malformed=(\d+)", sc.text())
+is_eq(summary, [("1", "1", str(n_bad))], "the stop summary counts each message once")
 done()

@@ -3,6 +3,7 @@ servers (its folder and ports, so it starts nothing new) and this build: it
 exits 0 within a minute and shows the whole chain: per order of its run,
 outbox PUBLISHED -> consumed -> a notification_job row; the relay's
 republish recognised as a repeat; the malformed message dead-lettered."""
+import json
 import os
 import re
 import subprocess
@@ -34,6 +35,13 @@ ok(re.search(r"repeats recognised as already consumed: [1-9]", out), "the repeat
 ok(re.search(r"dead-lettered \(malformed\): [1-9]", out), "the malformed message is dead-lettered", out[-1500:])
 ok(re.search(r"the relay published ([4-9]|\d\d+) messages", out), "the relay published the 3 orders and the repeat (and any row other tests left PENDING)", out[-800:])
 ok("stopped cleanly (exit 0)" in out, "consume and relay stop cleanly")
+m = re.search(r"^  (\S+/sidecar) console -c (\S+console\.json)", out, re.M)
+ok(m and os.environ["SC_TEST_MYSQL_ADMIN_URL"] in out, "it ends with the `sidecar console` command and the admin URL",
+   out[-800:])
+if m:
+    cfg = os.path.join(root, m.group(2))
+    ok(os.path.exists(cfg) and json.load(open(cfg))["mysql"]["url"] == os.environ["SC_TEST_MYSQL_ADMIN_URL"],
+       "its config connects as the admin user", cfg)
 if r.returncode:
     for line in out.splitlines()[-30:]:
         diag(line)
