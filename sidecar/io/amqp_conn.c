@@ -233,9 +233,11 @@ static int declare_queue_seen(struct sc_amqp *a, const char *name, const char *t
     if (seen && seen_len) {
         /* The whole refusal, which err would cut: its end names a value. */
         seen[0] = 0;
-        if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+            r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
             amqp_channel_close_t *m = r.reply.decoded;
-            snprintf(seen, seen_len, "%.*s", (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+            snprintf(seen, seen_len, "%.*s", (int)m->reply_text.len,
+                     (const char *)m->reply_text.bytes);
         }
     }
     char what[300];
@@ -352,7 +354,8 @@ static int refuse(const struct sc_consumer_config *k, const char *q, int has, lo
     if (has >= 0 && at >= 0)
         snprintf(times, sizeof times, " more than %lld times", at);
     if (has >= 0 && at - SC_DELIVERY_LIMIT_MARGIN >= 1)
-        snprintf(lower, sizeof lower, "lower max_attempts to %lld or ", at - SC_DELIVERY_LIMIT_MARGIN);
+        snprintf(lower, sizeof lower, "lower max_attempts to %lld or ",
+                 at - SC_DELIVERY_LIMIT_MARGIN);
     snprintf(err, err_len,
              "quorum queue %s has %s, less than the max_attempts + %d = %d it needs: the broker "
              "would drop a message given back%s before the consumer dead-letters it, and cannot "

@@ -129,17 +129,23 @@ ok(wait_until(lambda: count_in("notification_job", "event_id", [e for e, _ in ev
    "events flow")
 
 # The same refusal on a later session does not end the process: the worker
-# says why and retries with backoff, as for any refused declaration. (A
+# says why and retries with backoff, as for any refused declaration. The
+# process is stopped while the queue is swapped (else its cancel handling
+# may declare the queue again first), and its connections are closed (a
 # quorum queue deleted and declared again at once keeps its consumer on
-# RabbitMQ 3.10: the session is ended by closing its connections.)
-conn = amqp()
-ch = conn.channel()
-ch.queue_delete(enough.queue)
-conn.close()
-declare(enough.queue, 20)
-for line in rabbitmqctl("list_connections", "pid", "client_properties").stdout.splitlines():
-    if f"sidecar consume {enough.name}" in line or f"sidecar publish {enough.name}" in line:
-        rabbitmqctl("close_connection", line.split("\t")[0], "test: a new session")
+# RabbitMQ 3.10).
+os.kill(enough.proc.pid, signal.SIGSTOP)
+try:
+    conn = amqp()
+    ch = conn.channel()
+    ch.queue_delete(enough.queue)
+    conn.close()
+    declare(enough.queue, 20)
+    for line in rabbitmqctl("list_connections", "pid", "client_properties").stdout.splitlines():
+        if f"sidecar consume {enough.name}" in line or f"sidecar publish {enough.name}" in line:
+            rabbitmqctl("close_connection", line.split("\t")[0], "test: a new session")
+finally:
+    os.kill(enough.proc.pid, signal.SIGCONT)
 ok(wait_until(lambda: [l for l in enough.lines() if l.get("level") == "warn"
                        and "x-delivery-limit 20," in l.get("msg", "") and "attempt" in l.get("msg", "")],
               timeout=30),

@@ -6,7 +6,8 @@
 #include "io/amqp_conn.h"
 #include "tests/unit/tap.h"
 
-#define PRE "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'orders' in vhost '/': "
+#define PRE                                                                                  \
+    "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'orders' in vhost '/': "
 
 static void reads(const char *text, int want_has, long long want_limit, const char *label)
 {
@@ -33,12 +34,16 @@ int main(void)
     reads(PRE "received '2147483647' but current is 'x'", -1, 0, "not a number");
     reads("", -1, 0, "empty");
 
-    ok(sc_amqp_delivery_limit_enough(0, 0, 10), "none (20 on RabbitMQ 4) is enough for max_attempts 10");
-    ok(!sc_amqp_delivery_limit_enough(0, 0, 11), "but not for 11: 11 + %d > 20", SC_DELIVERY_LIMIT_MARGIN);
+    ok(sc_amqp_delivery_limit_enough(0, 0, 10),
+       "none (20 on RabbitMQ 4) is enough for max_attempts 10");
+    ok(!sc_amqp_delivery_limit_enough(0, 0, 11), "but not for 11: 11 + %d > 20",
+       SC_DELIVERY_LIMIT_MARGIN);
     ok(sc_amqp_delivery_limit_enough(1, 35, 25), "35 is enough for max_attempts 25");
     ok(!sc_amqp_delivery_limit_enough(1, 34, 25), "34 is not");
-    ok(sc_amqp_delivery_limit_enough(1, 2147483647, 1000), "the sidecar's own limit is enough for 1000");
-    ok(!sc_amqp_delivery_limit_enough(1, -1, 1), "-1 is not taken (RabbitMQ 3.x drops at the first return)");
+    ok(sc_amqp_delivery_limit_enough(1, 2147483647, 1000),
+       "the sidecar's own limit is enough for 1000");
+    ok(!sc_amqp_delivery_limit_enough(1, -1, 1),
+       "-1 is not taken (RabbitMQ 3.x drops at the first return)");
     ok(!sc_amqp_delivery_limit_enough(-1, 0, 1), "an unknown limit is not taken");
     return done();
 }
