@@ -174,7 +174,9 @@ static const struct field consumer_fields[] = {
     {.key = "workers", .type = F_INT, .off = CON(workers), .min = 1, .max = 64, .def_int = 1,
      .help = "worker threads, each with its own connections"},
     {.key = "max_attempts", .type = F_INT, .off = CON(max_attempts), .min = 1, .max = 1000, .def_int = 5,
-     .help = "attempts before a failing message is dead-lettered"},
+     .help = "attempts before a failing message is dead-lettered; a quorum queue that exists "
+             "with an `x-delivery-limit` below max_attempts + 10 (none counts as 20) is refused "
+             "at start ([contract.md](contract.md#quorum-queues-the-brokers-delivery-limit))"},
     {.key = "retry_delays_ms", .type = F_INT_ARR, .off = CON(retry_delays_ms),
      .count_off = CON(n_retry_delays), .min = 1, .max = 86400000, .def_ints = default_retry_delays,
      .def_n = N(default_retry_delays),
@@ -183,7 +185,8 @@ static const struct field consumer_fields[] = {
      .help = "durable dead-letter queue"},
     {.key = "queue_type", .type = F_STR, .off = CON(queue_type), .def_str = "classic",
      .choices = queue_types,
-     .help = "`classic` or `quorum`"},
+     .help = "`classic` or `quorum` (each quorum queue declared with `x-delivery-limit` "
+             "2147483647)"},
     {.key = "db_outage_hold_ms", .type = F_INT, .off = CON(db_outage_hold_ms), .min = 0,
      .max = 600000, .def_int = 30000,
      .help = "how long a worker whose database is lost or read-only holds its batch and its "

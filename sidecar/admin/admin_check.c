@@ -151,11 +151,15 @@ int sc_check_run(const struct sc_config *cfg)
     }
     for (size_t i = 0; i < cfg->n_consumers; i++) {
         struct sc_amqp a;
-        char err[512];
+        char err[1024];
+        int declared = -1;
         if (sc_amqp_connect(&a, cfg, "sidecar check", err, sizeof err) ||
-            sc_amqp_declare_consumer(&a, &cfg->consumers[i], err, sizeof err)) {
+            (declared = sc_amqp_declare_consumer(&a, &cfg->consumers[i], err, sizeof err))) {
             fprintf(stderr, "sidecar: consumers[%zu]: %s\n", i, err);
             rc = 1;
+            /* A queue the consumer would refuse at start: as bad as a bad key. */
+            if (declared == SC_AMQP_REFUSED)
+                bad_config = 1;
         } else {
             printf("amqp: consumer %s: queue %s and dead-letter queue %s declared\n",
                    cfg->consumers[i].name, cfg->consumers[i].queue,

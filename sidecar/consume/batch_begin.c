@@ -63,12 +63,16 @@ static void malformed(struct worker *w, struct item *it, const char *reason)
 /* The attempt a delivery is at (x-sidecar-attempts, or on a quorum queue the
  * broker's count when that is higher); *delivery_count is the broker's count
  * (-1 when absent). Anyone can write the headers: clamped before any
- * arithmetic. */
-static int attempt_of(const amqp_envelope_t *env, int64_t *delivery_count)
+ * arithmetic. x-delivery-count is the broker's only on a quorum queue's
+ * redelivery, where it replaces what the publisher wrote; a classic queue,
+ * and a quorum queue's first delivery, hand a published one on as it is
+ * (RabbitMQ 3.10 to a consumer), which would dead-letter a good message
+ * unrun. */
+static int attempt_of(const amqp_envelope_t *env, int quorum, int64_t *delivery_count)
 {
     const amqp_table_t *h = sc_delivery_headers(env);
     int64_t attempt = sc_amqp_header_int(h, SC_H_ATTEMPTS, 1);
-    int64_t count = sc_amqp_header_int(h, "x-delivery-count", -1);
+    int64_t count = quorum && env->redelivered ? sc_amqp_header_int(h, "x-delivery-count", -1) : -1;
     if (count > SC_MAX_ATTEMPTS_SEEN)
         count = SC_MAX_ATTEMPTS_SEEN;
     if (count >= 0 && count + 1 > attempt)
@@ -99,7 +103,7 @@ static void delivery_begin(struct worker *w, struct delivery *d)
 {
     const struct sc_consumer_config *k = w->c->k;
     int64_t count;
-    d->attempt = attempt_of(&d->env, &count);
+    d->attempt = attempt_of(&d->env, strcmp(k->queue_type, "quorum") == 0, &count);
     if (d->in_place > 0) {
         /* Retries in place count on top of what the broker said. */
         long long a = (long long)d->attempt + d->in_place;

@@ -230,6 +230,35 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
     return 0;
 }
 
+/* Declares each quorum consumer's queues once before any worker starts: a
+ * queue whose delivery limit would let the broker drop messages before
+ * max_attempts dead-letters them stops start-up (exit 2) instead of leaving
+ * the workers retrying. A broker out of reach, or any other refusal, is left
+ * to the workers, which declare with backoff and say why. */
+static int declare_at_start(const struct sc_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_consumers; i++) {
+        const struct sc_consumer_config *k = &cfg->consumers[i];
+        if (strcmp(k->queue_type, "quorum") != 0)
+            continue;
+        struct sc_log_fields lf = {.consumer = k->name};
+        struct sc_amqp a;
+        char err[1024];
+        if (sc_amqp_connect(&a, cfg, "sidecar consume (start)", err, sizeof err)) {
+            sc_log(SC_LOG_WARN, &lf, "queues not checked at start: broker: %s; the workers "
+                   "declare them", err);
+            return 0;
+        }
+        int rc = sc_amqp_declare_consumer(&a, k, err, sizeof err);
+        sc_amqp_close(&a);
+        if (rc == SC_AMQP_REFUSED) {
+            sc_log(SC_LOG_ERROR, &lf, "consumers[%zu]: %s", i, err);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int sc_consume_run(const struct sc_config *cfg)
 {
     if (cfg->n_consumers == 0) {
@@ -240,7 +269,7 @@ int sc_consume_run(const struct sc_config *cfg)
     for (size_t i = 0; i < cfg->n_consumers; i++)
         if (sc_held_mode(&cfg->consumers[i]))
             parts |= SC_SCHEMA_HOLD;
-    if (sc_schema_startup(cfg, parts))
+    if (sc_schema_startup(cfg, parts) || declare_at_start(cfg))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-consume", oerr, sizeof oerr)) {

@@ -50,6 +50,30 @@ int sc_amqp_connected(const struct sc_amqp *a);
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len);
 
+/* What sc_amqp_declare_consumer returns, err naming the queue, its limit and
+ * the fix, when a consumed quorum queue exists with an x-delivery-limit (or
+ * none) at which the broker would drop a message before max_attempts
+ * dead-letters it: `consume` and `check` refuse to start (exit 2). */
+#define SC_AMQP_REFUSED (-2)
+
+/* The x-delivery-limit an existing consumed quorum queue needs at least: the
+ * consumer dead-letters the delivery handed out max_attempts times before,
+ * and every session that ends with deliveries in hand gives them back, each
+ * return counted by the broker; the margin is room for such returns. */
+#define SC_DELIVERY_LIMIT_MARGIN 10
+/* What RabbitMQ 4 gives a quorum queue declared without x-delivery-limit. */
+#define SC_DELIVERY_LIMIT_DEFAULT 20
+
+/* Reads the text of a 406 "inequivalent arg 'x-delivery-limit'" refusal:
+ * returns 1 with *limit the existing queue's limit, 0 when it has none, -1
+ * when the text does not say (another refusal, or cut at 255 bytes). */
+int sc_amqp_existing_delivery_limit(const char *text, long long *limit);
+
+/* Whether a consumed quorum queue with that existing limit (has 1: limit; 0:
+ * none, counted as SC_DELIVERY_LIMIT_DEFAULT; -1: unknown) lets max_attempts
+ * dead-letter first. */
+int sc_amqp_delivery_limit_enough(int has, long long limit, int max_attempts);
+
 /* What a passive declare on SC_AMQP_CHECK_CHANNEL says of a queue. */
 enum sc_queue_state {
     SC_QUEUE_CONSUMED,   /* it exists with at least one consumer */

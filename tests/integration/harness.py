@@ -664,6 +664,10 @@ def insert_outbox(n, event_type="ORDER_ACCEPTED", status="PENDING", lease_owner=
     return ids
 
 
+# The x-delivery-limit the sidecar declares on every quorum queue.
+QUORUM_DELIVERY_LIMIT = 2147483647
+
+
 def bound_queue(exchange, routing_key="#", queue=None, quorum=False):
     """A durable queue (fresh unless named) bound to exchange (declared
     durable topic): a consumer's queue declared before it starts, so that
@@ -672,7 +676,9 @@ def bound_queue(exchange, routing_key="#", queue=None, quorum=False):
     conn = amqp()
     ch = conn.channel()
     ch.exchange_declare(exchange, "topic", durable=True)
-    ch.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum"} if quorum else None)
+    # A quorum queue as the sidecar declares it, with its delivery limit.
+    args = {"x-queue-type": "quorum", "x-delivery-limit": QUORUM_DELIVERY_LIMIT} if quorum else None
+    ch.queue_declare(q, durable=True, arguments=args)
     ch.queue_bind(q, exchange, routing_key)
     conn.close()
     return q

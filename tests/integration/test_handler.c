@@ -15,6 +15,7 @@
  *   ORDERED       a t_order_seen row (subject, eventversion) whose AUTO_INCREMENT
  *                 number tells the order the effects were applied in
  *   ORDERED_BLOCKED  RETRY while the file $SC_TEST_BLOCK_FILE exists, then ORDERED
+ *   CRASH         ends the process at once (exit 86), mid-batch, nothing committed
  *   anything else the sample effect: a notification_job row */
 #include <mysql.h>
 #include <pthread.h>
@@ -135,6 +136,8 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         snprintf(reason, len, "always retry, call %d", calls);
         return SC_HANDLER_RETRY;
     }
+    if (strcmp(ev->type, "CRASH") == 0)
+        _exit(86); /* a poison that takes the process down, like a crash */
     if (strcmp(ev->type, "POISON") == 0) {
         snprintf(reason, len, "poison event");
         return SC_HANDLER_REJECT;
