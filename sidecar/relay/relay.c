@@ -92,7 +92,8 @@ static int io_publish(void *io, struct sc_publish *msgs, size_t n, char *err, si
 static int io_collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, char *err,
                       size_t err_len)
 {
-    return sc_amqp_collect_confirms(&((struct relay_io *)io)->amqp, msgs, n, timeout_ms, err, err_len);
+    return sc_amqp_collect_confirms(&((struct relay_io *)io)->amqp, msgs, n, timeout_ms, NULL, err,
+                                    err_len);
 }
 
 static int io_service(void *io, char *err, size_t err_len)
