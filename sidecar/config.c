@@ -242,6 +242,12 @@ static const struct field relay_fields[] = {
              "the body is the payload exactly as stored (`content_type` `application/json`), every "
              "other attribute a `cloudEvents:` header, `message_id` the id "
              "([contract.md](contract.md#the-outbox-relay-contract))"},
+    {.key = "max_message_bytes", .type = F_INT, .off = REL(max_message_bytes), .min = 1024,
+     .max = 536870912, .def_int = 15728640,
+     .help = "the largest message body the relay sends (RabbitMQ refuses one above its "
+             "`max_message_size`: 16 MiB by default on 4.x, 128 MiB on 3.x; the default leaves "
+             "room under 16 MiB). A larger one is marked FAILED with its size in the reason, never "
+             "sent ([contract.md](contract.md#the-outbox-relay-contract))"},
     {.key = "ordering", .type = F_STR, .off = REL(ordering), .def_str = "none", .choices = orderings,
      .help = "`none`, or `per_aggregate`: an event is published only once every earlier event of "
              "its `(aggregate_type, aggregate_id)` (by `created_at, event_id`) is PUBLISHED; a "

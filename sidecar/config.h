@@ -72,6 +72,7 @@ struct sc_relay_config {
     int poll_ms;
     int confirm_timeout_ms;
     char *content_mode;        /* "structured" or "binary" */
+    int max_message_bytes;     /* a larger body is FAILED, never sent */
     char *ordering; /* "none", or "per_aggregate": an aggregate's events in order */
 };
 

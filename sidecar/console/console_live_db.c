@@ -95,7 +95,9 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
             else if (sc_rules_event(sc_rows_get(&rows, r, 0), sc_rows_get(&rows, r, 1),
                                     sc_rows_get(&rows, r, 2), sc_rows_get(&rows, r, 3), payload,
                                     why, sizeof why))
-                snprintf(why, sizeof why, "valid now (repaired?): set it PENDING to publish it");
+                snprintf(why, sizeof why, "valid by the envelope rules: FAILED for its size or "
+                         "refused by the broker (the relay's log line says which), or repaired "
+                         "since: set it PENDING to publish it");
             json_object_set_new(o, "reason", json_string(why));
             size_t shown = plen < PAYLOAD_SHOWN ? plen : PAYLOAD_SHOWN;
             json_object_set_new(o, "payload",

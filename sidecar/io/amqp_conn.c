@@ -720,6 +720,15 @@ int sc_amqp_confirm_select(struct sc_amqp *a, char *err, size_t err_len)
     return 0;
 }
 
+int sc_amqp_reopen_channel(struct sc_amqp *a, char *err, size_t err_len)
+{
+    amqp_channel_open(a->conn, SC_AMQP_CHANNEL);
+    if (reply_error(amqp_get_rpc_reply(a->conn), "amqp channel.open (again, after the broker closed it)",
+                    err, err_len))
+        return -1;
+    return sc_amqp_confirm_select(a, err, err_len);
+}
+
 static int bytes_eq(amqp_bytes_t x, amqp_bytes_t y)
 {
     return x.len == y.len && (x.len == 0 || memcmp(x.bytes, y.bytes, x.len) == 0);
@@ -769,7 +778,7 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
 {
     if (sc_amqp_publish_begin(a, msgs, n, err, err_len))
         return -1;
-    return sc_amqp_collect_confirms(a, msgs, n, timeout_ms, err, err_len);
+    return sc_amqp_collect_confirms(a, msgs, n, timeout_ms, NULL, err, err_len);
 }
 
 int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, char *err,
@@ -792,9 +801,22 @@ int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, 
     return 0;
 }
 
-int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
-                             char *err, size_t err_len)
+/* 1 when a channel.close blames one message of those published: a 406 on
+ * basic.publish (RabbitMQ: larger than max_message_size). A close for any
+ * other reason (404 no exchange, 403) would refuse every message alike. */
+static int refuses_a_message(const amqp_frame_t *f)
 {
+    if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
+        return 0;
+    const amqp_channel_close_t *m = f->payload.method.decoded;
+    return m->reply_code == AMQP_PRECONDITION_FAILED &&
+           ((uint32_t)m->class_id << 16 | m->method_id) == AMQP_BASIC_PUBLISH_METHOD;
+}
+
+int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
+                             enum sc_amqp_error_class *cls, char *err, size_t err_len)
+{
+    enum sc_amqp_error_class why = SC_AMQPERR_CONNECTION;
     size_t pending = 0;
     for (size_t i = 0; i < n; i++)
         pending += msgs[i].result == SC_PUB_PENDING;
@@ -836,6 +858,8 @@ int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t 
         }
         case AMQP_CHANNEL_CLOSE_METHOD:
         case AMQP_CONNECTION_CLOSE_METHOD:
+            if (refuses_a_message(&f))
+                why = SC_AMQPERR_REFUSED;
             handle_close_frame(a, &f, err, err_len);
             goto failed;
         default:
@@ -858,6 +882,8 @@ failed:
     for (size_t i = 0; i < n; i++)
         if (msgs[i].result == SC_PUB_PENDING)
             msgs[i].result = SC_PUB_FAILED;
+    if (cls)
+        *cls = why;
     return -1;
 }
 

@@ -146,6 +146,18 @@ struct sc_publish {
     enum sc_publish_result result; /* set by the call */
 };
 
+/* What a failed confirm wait leaves of the connection: what to do next. */
+enum sc_amqp_error_class {
+    SC_AMQPERR_CONNECTION = 0, /* gone or in doubt: close it and connect again */
+    SC_AMQPERR_REFUSED,        /* the broker closed the publishing channel over a message it
+                                  will not take (406 PRECONDITION_FAILED on basic.publish, e.g.
+                                  larger than its max_message_size; err has its reply text):
+                                  the connection lives, sc_amqp_reopen_channel() publishes
+                                  again. Which message is not said: one of those still PENDING
+                                  (now FAILED). RabbitMQ sends no confirm after the close, so
+                                  the others may have reached a queue unconfirmed. */
+};
+
 /* Publishes all n messages, then collects their confirms (basic.ack and
  * basic.nack with `multiple`, basic.return) until each has a result or
  * timeout_ms passes. Returns the number ACKED (and not returned), or -1 when
@@ -156,12 +168,18 @@ int sc_amqp_publish_confirmed(struct sc_amqp *a, struct sc_publish *msgs, size_t
 /* The two halves of sc_amqp_publish_confirmed, so a caller can do other
  * work while the confirms travel: begin sends every message (0, or -1 with
  * every unsent one FAILED); collect waits for the confirms of those still
- * PENDING (same return as sc_amqp_publish_confirmed). Nothing else may be
- * published on the connection in between. */
+ * PENDING (same return as sc_amqp_publish_confirmed; on -1, *cls, when not
+ * NULL, says why). Nothing else may be published on the connection in
+ * between. */
 int sc_amqp_publish_begin(struct sc_amqp *a, struct sc_publish *msgs, size_t n, char *err,
                           size_t err_len);
 int sc_amqp_collect_confirms(struct sc_amqp *a, struct sc_publish *msgs, size_t n, int timeout_ms,
-                             char *err, size_t err_len);
+                             enum sc_amqp_error_class *cls, char *err, size_t err_len);
+
+/* Opens the publishing channel again under confirms after the broker closed
+ * it (SC_AMQPERR_REFUSED); sequence numbers start again at 1. Returns 0, or
+ * -1 with err set (close the connection). */
+int sc_amqp_reopen_channel(struct sc_amqp *a, char *err, size_t err_len);
 
 /* Services heartbeats on an otherwise idle connection and drains stray
  * frames. Returns 0, or -1 with err filled when the connection is gone (the

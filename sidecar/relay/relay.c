@@ -89,10 +89,16 @@ static int io_publish(void *io, struct sc_publish *msgs, size_t n, char *err, si
     return sc_amqp_publish_begin(&((struct relay_io *)io)->amqp, msgs, n, err, err_len);
 }
 
-static int io_collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, char *err,
-                      size_t err_len)
+static int io_collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms,
+                      enum sc_amqp_error_class *cls, char *err, size_t err_len)
 {
-    return sc_amqp_collect_confirms(&((struct relay_io *)io)->amqp, msgs, n, timeout_ms, err, err_len);
+    return sc_amqp_collect_confirms(&((struct relay_io *)io)->amqp, msgs, n, timeout_ms, cls, err,
+                                    err_len);
+}
+
+static int io_reopen(void *io, char *err, size_t err_len)
+{
+    return sc_amqp_reopen_channel(&((struct relay_io *)io)->amqp, err, err_len);
 }
 
 static int io_service(void *io, char *err, size_t err_len)
@@ -130,6 +136,7 @@ static const struct sc_relay_ops relay_ops = {
     .amqp_is_open = io_amqp_is_open,
     .publish = io_publish,
     .collect = io_collect,
+    .reopen = io_reopen,
     .service = io_service,
     .heartbeat = io_heartbeat,
     .now_ms = io_now_ms,
@@ -174,6 +181,7 @@ int sc_relay_run(const struct sc_config *cfg)
         .poll_ms = rc->poll_ms, .heartbeat_ms = cfg->amqp_heartbeat_s * 1000,
         .binary = strcmp(rc->content_mode, "binary") == 0,
         .per_aggregate = sc_relay_per_aggregate(rc),
+        .max_message_bytes = rc->max_message_bytes,
     };
     struct sc_relay_core core;
     if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_relay_core_init(&core, &p, &relay_ops, &io, &m)) {
@@ -193,8 +201,8 @@ int sc_relay_run(const struct sc_config *cfg)
         return 1;
     }
     sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, ordering %s, "
-            "%s mode)", worker_id, rc->exchange, rc->batch, rc->lease_ms, rc->ordering,
-            rc->content_mode);
+            "%s mode, messages up to %d bytes)", worker_id, rc->exchange, rc->batch, rc->lease_ms,
+            rc->ordering, rc->content_mode, rc->max_message_bytes);
     sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 

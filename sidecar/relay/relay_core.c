@@ -11,8 +11,10 @@
 /* One round of the relay, one phase per step:
  *
  *   CLAIM    open what is closed; claim batch k+1 (its lease starts now)
- *   COLLECT  wait for the confirms of batch k, when k is in flight
- *   SEND     build and send k+1 (rows breaking a rule: FAILED); k+1 is in flight
+ *   COLLECT  wait for the confirms of batch k, when k is in flight, and send
+ *            the rest of k in waves (relay_core.h) within the same wait
+ *   SEND     build k+1 (rows breaking a rule or too large: FAILED) and send
+ *            its first wave; k+1 is in flight
  *   MARK     mark k's acked rows PUBLISHED and its refused rows FAILED
  *   WAIT     the round's wait, if it has one: idle poll or backoff
  *
@@ -106,7 +108,7 @@ static void phase_send(struct sc_relay_core *c)
     if (b) {
         c->claimed = NULL;
         sc_relay_batch_send(c, b);
-        if (b->n_msgs > 0)
+        if (b->n_wave > 0) /* its first wave is on the channel */
             c->inflight = b;
         else
             sc_relay_batch_end(b, b->n);
@@ -192,7 +194,9 @@ int sc_relay_core_init(struct sc_relay_core *c, const struct sc_relay_params *p,
         b->rows = calloc((size_t)p->batch, sizeof *b->rows);
         b->msgs = calloc((size_t)p->batch, sizeof *b->msgs);
         b->msg_row = calloc((size_t)p->batch, sizeof *b->msg_row);
-        if (!b->rows || !b->msgs || !b->msg_row) {
+        b->wave = calloc((size_t)p->batch, sizeof *b->wave);
+        b->wave_msg = calloc((size_t)p->batch, sizeof *b->wave_msg);
+        if (!b->rows || !b->msgs || !b->msg_row || !b->wave || !b->wave_msg) {
             sc_relay_core_free(c);
             return -1;
         }
@@ -209,8 +213,12 @@ void sc_relay_core_free(struct sc_relay_core *c)
         free(b->rows);
         free(b->msgs);
         free(b->msg_row);
+        free(b->wave);
+        free(b->wave_msg);
         b->rows = NULL;
         b->msgs = NULL;
         b->msg_row = NULL;
+        b->wave = NULL;
+        b->wave_msg = NULL;
     }
 }

@@ -7,7 +7,8 @@
  * sc_relay_ops, so the same code runs against MariaDB and RabbitMQ
  * (relay.c) and against the stand-ins of the simulation
  * (tests/unit/sim_relay.c). Each call of sc_relay_step() runs one phase,
- * and at most one of its calls waits (the confirm wait), as its last. */
+ * and only the confirm wait waits: one wait, or (a batch sent in waves,
+ * below) several within one confirm_timeout_ms, as the phase's last work. */
 #ifndef SC_RELAY_CORE_H
 #define SC_RELAY_CORE_H
 
@@ -22,6 +23,13 @@
 /* The most AMQP headers one message carries (binary mode's attributes and
  * room for more). */
 #define SC_RELAY_HEADERS_MAX 16
+/* A message whose body is larger goes out alone: sent once every confirm
+ * before it is in, nothing sent after it until its own. A broker that
+ * refuses it (above its max_message_size) closes the channel and confirms
+ * nothing more, so a batch-mate sent with it would be in doubt and
+ * published twice; alone, the close names it. One frame of the 128 KiB the
+ * relay's connections negotiate: smaller messages stay pipelined. */
+#define SC_RELAY_LONE_BYTES (128 * 1024)
 
 /* A row's state in its batch. Set only by the core's row_to(), which checks
  * the transition; the terminal states say what happens to the row next. */
@@ -32,6 +40,8 @@ enum sc_relay_row_state {
     SC_ROW_REFUSED,     /* basic.publish refused it before sending: the row's
                            own fault only if the connection proves alive */
     SC_ROW_SENT,        /* basic.publish sent, confirm outstanding */
+    SC_ROW_RESEND,      /* sent, then the broker closed the channel over a message of its
+                           wave before confirming it: sent again (alone) this round */
     SC_ROW_ACKED,       /* the broker acked it: to be marked PUBLISHED */
     /* terminal */
     SC_ROW_PUBLISHED,   /* marked PUBLISHED under this relay's lease */
@@ -47,6 +57,14 @@ enum sc_relay_row_state {
 
 const char *sc_relay_row_state_name(enum sc_relay_row_state s);
 
+/* Why a row is marked FAILED: its log line says which. */
+enum sc_relay_fail_cause {
+    SC_FAIL_RULE = 0,  /* breaks an envelope rule (outbox_rules.h) */
+    SC_FAIL_TOO_LARGE, /* its message is above relay.max_message_bytes: never sent */
+    SC_FAIL_CLIENT,    /* the broker client (rabbitmq-c) refused to send it */
+    SC_FAIL_BROKER,    /* the broker refused it (a channel close naming it, 406) */
+};
+
 struct sc_relay_row {
     /* filled by the claim (strings malloc'd; the core frees them) */
     char event_id[37];
@@ -57,6 +75,7 @@ struct sc_relay_row {
     char *tracestate;      /* NULL when none */
     /* the relay's */
     enum sc_relay_row_state state;
+    enum sc_relay_fail_cause cause; /* SC_ROW_INVALID: which kind of reason */
     char why[SC_RELAY_WHY_MAX];   /* SC_ROW_INVALID: the reason */
     char *body;                   /* the CloudEvents JSON (structured mode) */
     int64_t built_us;             /* sc_now_us() when its message was built (its span's start) */
@@ -66,13 +85,19 @@ struct sc_relay_row {
     amqp_table_entry_t headers[SC_RELAY_HEADERS_MAX];
 };
 
-/* One claimed batch, from its claim to its last mark. */
+/* One claimed batch, from its claim to its last mark. Its messages go out
+ * in waves, in order: a wave is the messages up to the next one larger than
+ * SC_RELAY_LONE_BYTES, or that one alone, or (probing) one to send again;
+ * the next wave is sent when every confirm of the last is in. */
 struct sc_relay_batch {
     struct sc_relay_row *rows;
-    struct sc_publish *msgs; /* the messages sent, msgs[k] of rows[msg_row[k]] */
+    struct sc_publish *msgs; /* the messages built, msgs[k] of rows[msg_row[k]] */
     int *msg_row;
-    int n, n_msgs;
+    struct sc_publish *wave; /* the wave on the channel: copies of msgs[wave_msg[j]] */
+    int *wave_msg;
+    int n, n_msgs, n_wave;
     int refused;                 /* rows in SC_ROW_REFUSED */
+    int probing;                 /* a close blamed none of several: send them again one by one */
     int alive_after;             /* its confirms were collected without a connection failure */
     int64_t lease_end;           /* ops->now_ms before the claim + lease_ms: the lease
                                     ends no earlier than this */
@@ -104,10 +129,13 @@ struct sc_relay_ops {
     int (*amqp_is_open)(void *io);
     /* sc_amqp_publish_begin / sc_amqp_collect_confirms / sc_amqp_service. A
      * failed publish leaves the messages from the refused one on FAILED;
-     * the refused one consumes no sequence number. */
+     * the refused one consumes no sequence number. A failed collect says
+     * why in *cls. */
     int (*publish)(void *io, struct sc_publish *msgs, size_t n, char *err, size_t err_len);
-    int (*collect)(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, char *err,
-                   size_t err_len);
+    int (*collect)(void *io, struct sc_publish *msgs, size_t n, int timeout_ms,
+                   enum sc_amqp_error_class *cls, char *err, size_t err_len);
+    /* sc_amqp_reopen_channel: after SC_AMQPERR_REFUSED. */
+    int (*reopen)(void *io, char *err, size_t err_len);
     int (*service)(void *io, char *err, size_t err_len);
     int (*heartbeat)(void *io); /* sends one heartbeat frame now */
 
@@ -129,6 +157,7 @@ struct sc_relay_params {
     int heartbeat_ms; /* amqp.heartbeat_s in ms, 0 when off */
     int binary;       /* relay.content_mode "binary": attributes as headers, data as body */
     int per_aggregate; /* relay.ordering per_aggregate: the claim takes aggregate heads only */
+    int max_message_bytes; /* relay.max_message_bytes: a larger body is FAILED, never sent */
 };
 
 struct sc_relay_core {

@@ -181,6 +181,14 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct 
         return SC_RELAY_NO_MEMORY;
     if (rule == 0)
         return SC_RELAY_INVALID;
+    /* The body holds the payload: a payload above the bound is refused
+     * before a body that large is built. */
+    size_t payload_len = strlen(o->payload);
+    if (payload_len > (size_t)p->max_message_bytes) {
+        snprintf(why, why_len, "its payload alone is %zu bytes, above relay.max_message_bytes (%d): "
+                 "not sent", payload_len, p->max_message_bytes);
+        return SC_RELAY_TOO_LARGE;
+    }
     struct sc_relay_trace tc;
     sc_relay_trace_of(o, &tc, 1);
     o->built_us = sc_now_us();
@@ -249,6 +257,11 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct 
     m->routing_key = o->event_type;
     m->props = &o->props;
     m->mandatory = 1;
+    if (m->body.len > (size_t)p->max_message_bytes) {
+        snprintf(why, why_len, "the message is %zu bytes, above relay.max_message_bytes (%d): not sent",
+                 m->body.len, p->max_message_bytes);
+        return SC_RELAY_TOO_LARGE; /* row->body is freed with the row */
+    }
     return SC_RELAY_BUILT;
 }
 

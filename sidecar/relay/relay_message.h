@@ -11,6 +11,7 @@
 enum sc_relay_build {
     SC_RELAY_BUILT = 0,   /* row->body, row->props and *m are set */
     SC_RELAY_INVALID,     /* the row breaks a rule; why names it */
+    SC_RELAY_TOO_LARGE,   /* its body is above p->max_message_bytes; why names both sizes */
     SC_RELAY_NO_MEMORY,   /* nothing is known about the row: leave it to its lease */
 };
 

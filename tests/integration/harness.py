@@ -115,6 +115,17 @@ def rabbitmqctl(*args):
                           env=env, capture_output=True, text=True, timeout=60)
 
 
+def broker_max_message_size(n=None):
+    """The broker's max_message_size (set to n first when given): channels
+    opened after take it. Returns the value now, or None when unreadable."""
+    import re
+    if n is not None and rabbitmqctl("eval", f"application:set_env(rabbit, max_message_size, {int(n)}).").returncode:
+        return None
+    r = rabbitmqctl("eval", "application:get_env(rabbit, max_message_size).")
+    m = re.search(r"\{ok,(\d+)\}", r.stdout)
+    return int(m.group(1)) if m else None
+
+
 def event_body(eid, etype="ORDER_ACCEPTED", subject="1001", version=1, data=None):
     return json.dumps({"specversion": "1.0", "id": eid, "type": etype, "source": "ORDER",
                        "subject": subject, "time": "2026-11-29T10:00:00.000000Z",
@@ -666,6 +677,17 @@ def insert_outbox(n, event_type="ORDER_ACCEPTED", status="PENDING", lease_owner=
 
 # The x-delivery-limit the sidecar declares on every quorum queue.
 QUORUM_DELIVERY_LIMIT = 2147483647
+
+
+def insert_sized(size, aggregate_id="7", aggregate_type="ORDER"):
+    """Inserts one PENDING row whose payload is exactly size bytes of JSON;
+    returns its event id."""
+    eid = str(uuid.uuid4())
+    payload = '{"blob":"' + "x" * (size - 11) + '"}'
+    query("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version, payload,"
+          " status, created_at) VALUES (%s, %s, %s, 'ORDER_ACCEPTED', 1, %s, 'PENDING', UTC_TIMESTAMP(6))",
+          (eid, aggregate_type, aggregate_id, payload))
+    return eid
 
 
 def bound_queue(exchange, routing_key="#", queue=None, quorum=False):

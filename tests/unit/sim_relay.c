@@ -2,16 +2,25 @@
  * simulation testing, TigerBeetle's VOPR). One seed draws a configuration
  * (checked by the real sc_config_parse), 1-3 relays running the real relay
  * core, outbox rows (some breaking an envelope rule, some the broker client
- * refuses), which faults this run has and a time when they stop; the
+ * refuses, some above relay.max_message_bytes, some the broker refuses:
+ * it closes the channel because of message i), which faults this run has
+ * and a time when they stop; the
  * simulated clock makes seconds of leases pass in microseconds. Invariants
  * are checked at every change of the database and after every step:
  *
  *  - PUBLISHED => a broker-acked copy was published by the marking relay
  *    while it held the lease, and only the lease holder marks (PUBLISHED or
  *    FAILED);
- *  - a valid row is never FAILED; a row that breaks a rule is never offered
- *    to the broker; every message published is one the consumer accepts,
- *    with the row's id and payload byte for byte;
+ *  - a valid row is never FAILED; a row that breaks a rule or is above
+ *    relay.max_message_bytes is never offered to the broker; every message
+ *    published is one the consumer accepts, with the row's id and payload
+ *    byte for byte;
+ *  - a message above SC_RELAY_LONE_BYTES goes out alone, with nothing else
+ *    unconfirmed on its channel: when the broker closes the channel over
+ *    it, no batch-mate is in doubt (RabbitMQ confirms nothing after a
+ *    close, and a batch-mate sent again would be published twice);
+ *  - the relay publishes only on an open channel, and opens it again only
+ *    after the broker closed it;
  *  - a batch's lease outlasts the confirm waits up to its mark unless a lock
  *    wait held its relay;
  *  - the broker never drops a connection for missed heartbeats when every
@@ -27,6 +36,8 @@
  *   sim_relay --first N --schedules K
  *   sim_relay --no-ordering       every schedule with relay.ordering "none", as before
  *                                per_aggregate ordering was simulated
+ *   sim_relay --no-large          no large message, no size bound: as before the broker's
+ *                                refusals were simulated (both flags: seeds replay as in 0.3)
  *
  * With relay.ordering "per_aggregate" (half the schedules): no relay
  * publishes an event while an earlier one of its aggregate is not
@@ -43,6 +54,16 @@
 #include "sim_relay.h"
 
 static char type_255[256], type_256[257];
+/* Payloads of a size the limits are drawn around: a large one (above
+ * SC_RELAY_LONE_BYTES, and above any drawn bound) and a middling one
+ * (pipelined; above only the smallest broker limits). */
+#define SIM_LARGE 135000
+#define SIM_MIDDLING 3000
+static char payload_large[SIM_LARGE + 1], payload_middling[SIM_MIDDLING + 1];
+/* Bodies are at most this much larger than their payload. */
+#define SIM_ENVELOPE_MAX 1000
+_Static_assert(SIM_LARGE > SC_RELAY_LONE_BYTES && SIM_MIDDLING + SIM_ENVELOPE_MAX < SC_RELAY_LONE_BYTES,
+               "large payloads go out alone, middling ones pipelined");
 
 static const char *const valid_payloads[] = {
     "{}", "{\"orderId\":1001}", "{\"n\":123456789012345678901234567890,\"x\":1E400}",
@@ -60,9 +81,12 @@ static void make_id(struct sim_world *w, char *out, size_t len)
              (unsigned)a & 0xfff, (unsigned)(b >> 52) & 0xfff, (unsigned long long)(b & 0xffffffffffffULL));
 }
 
-/* One row: valid, breaking one envelope rule, or refused by the broker
- * client (valid by every rule: an error nobody foresaw). */
-static void make_row(struct sim_world *w, struct sim_row *x, double p_invalid, double p_poison)
+/* One row: valid, breaking one envelope rule, refused by the broker client
+ * (valid by every rule: an error nobody foresaw), or large: above
+ * relay.max_message_bytes or the broker's max_message_size when those are
+ * drawn below it. */
+static void make_row(struct sim_world *w, struct sim_row *x, double p_invalid, double p_poison,
+                     double p_large)
 {
     memset(x, 0, sizeof *x);
     make_id(w, x->id, sizeof x->id);
@@ -86,6 +110,15 @@ static void make_row(struct sim_world *w, struct sim_row *x, double p_invalid, d
     } else if (sim_chance(w, p_poison)) {
         x->kind = K_POISON;
         x->payload = "{\"poison\":true}";
+    } else if (sim_size_chance(w, p_large)) {
+        x->payload = sim_size_chance(w, 0.3) ? payload_large : payload_middling;
+        /* the body is within SIM_ENVELOPE_MAX above the payload, and the
+         * bounds are drawn far from either size: the kind is exact */
+        size_t len = strlen(x->payload);
+        if (len + SIM_ENVELOPE_MAX > (size_t)w->max_message_bytes)
+            x->kind = K_TOO_LARGE;
+        else if (w->broker_max && len + SIM_ENVELOPE_MAX > (size_t)w->broker_max)
+            x->kind = K_BROKER;
     }
 }
 
@@ -99,13 +132,19 @@ static int draw_config(struct sim_world *w)
         int lease = (int)sim_range(w, lo, hi), batch = (int)sim_range(w, 1, 8);
         int poll = (int)sim_range(w, 20, 500), hb = heartbeats[sim_range(w, 0, 4)];
         int lock_wait = (int)sim_range(w, 1, 6);
-        char text[600], err[512];
+        /* none (the default), or a bound between the middling and the large payloads */
+        char max_bytes[64] = "";
+        if (!w->no_large && sim_size_chance(w, 0.5))
+            snprintf(max_bytes, sizeof max_bytes, ",\"max_message_bytes\":%d",
+                     (int)sim_size_range(w, 2 * SIM_MIDDLING + SIM_ENVELOPE_MAX, SIM_LARGE - 10000));
+        char text[700], err[512];
         snprintf(text, sizeof text,
                  "{\"amqp\":{\"url\":\"amqp://g:g@sim:5672/%%2f\",\"heartbeat_s\":%d},"
                  "\"mysql\":{\"url\":\"mysql://u:p@sim:3306/app\",\"lock_wait_timeout_s\":%d},"
                  "\"http\":{\"listen\":\"off\"},\"relay\":{\"exchange\":\"sim\",\"batch\":%d,"
-                 "\"lease_ms\":%d,\"confirm_timeout_ms\":%d,\"poll_ms\":%d,\"ordering\":\"%s\"}}",
-                 hb, lock_wait, batch, lease, confirm, poll, w->per_aggregate ? "per_aggregate" : "none");
+                 "\"lease_ms\":%d,\"confirm_timeout_ms\":%d,\"poll_ms\":%d,\"ordering\":\"%s\"%s}}",
+                 hb, lock_wait, batch, lease, confirm, poll, w->per_aggregate ? "per_aggregate" : "none",
+                 max_bytes);
         struct sc_config c;
         if (sc_config_parse(text, strlen(text), 0, &c, err, sizeof err)) {
             w->st.configs_refused++;
@@ -117,6 +156,7 @@ static int draw_config(struct sim_world *w)
         w->poll_ms = c.relay.poll_ms;
         w->heartbeat_ms = c.amqp_heartbeat_s * 1000;
         w->lock_wait_ms = c.mysql_lock_wait_timeout_s * 1000;
+        w->max_message_bytes = c.relay.max_message_bytes;
         if (sc_relay_per_aggregate(&c.relay) != w->per_aggregate) {
             sc_config_free(&c);
             return -1;
@@ -152,19 +192,30 @@ static void draw_faults(struct sim_world *w)
 static int setup(struct sim_world *w, uint64_t seed, int verbose)
 {
     struct sim_stats keep = w->st;
-    int no_ordering = w->no_ordering;
+    int no_ordering = w->no_ordering, no_large = w->no_large;
     memset(w, 0, sizeof *w);
     w->st = keep;
     w->seed = w->rng = seed;
     w->rng_order = seed ^ 0x6f7264657265640aULL;
+    w->rng_size = seed ^ 0x73697a6573697a65ULL;
     w->verbose = verbose;
     w->no_ordering = no_ordering;
+    w->no_large = no_large;
     w->per_aggregate = !no_ordering && sim_rand_order(w) % 2;
     w->st.ordered_schedules += (unsigned)w->per_aggregate;
     if (draw_config(w))
         return -1;
     draw_faults(w);
     double p_poison = sim_chance(w, 0.5) ? 0.06 : 0;
+    /* The broker closes the channel because of message i: its
+     * max_message_size none, below the large payloads, or below the
+     * middling ones too (then the one it refuses went out pipelined). */
+    double p_large = !w->no_large && sim_size_chance(w, 0.25) ? 0.08 : 0;
+    switch (w->no_large ? 0 : sim_size_range(w, 0, 2)) {
+    case 0: w->broker_max = 0; break;
+    case 1: w->broker_max = (int)sim_size_range(w, 2 * SIM_MIDDLING + SIM_ENVELOPE_MAX, SIM_LARGE - 10000); break;
+    default: w->broker_max = (int)sim_size_range(w, 2 * SIM_ENVELOPE_MAX, SIM_MIDDLING - 500); break;
+    }
     w->n_rows = (int)sim_range(w, 1, 40);
     int64_t at[SIM_MAX_ROWS];
     for (int i = 0; i < w->n_rows; i++)
@@ -176,7 +227,7 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
             at[j - 1] = t;
         }
     for (int i = 0; i < w->n_rows; i++) {
-        make_row(w, &w->rows[i], 0.12, p_poison);
+        make_row(w, &w->rows[i], 0.12, p_poison, p_large);
         w->rows[i].insert_at = at[i];
         if (w->per_aggregate) { /* a few aggregates, so that events queue behind each other */
             static const char *const aggs[] = {"1001", "1002", "1003", "1004"};
@@ -194,7 +245,7 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
         struct sc_relay_params p = {
             .worker_id = r->worker_id, .exchange = "sim", .batch = w->batch, .lease_ms = w->lease_ms,
             .confirm_timeout_ms = w->confirm_ms, .poll_ms = w->poll_ms, .heartbeat_ms = w->heartbeat_ms,
-            .per_aggregate = w->per_aggregate,
+            .per_aggregate = w->per_aggregate, .max_message_bytes = w->max_message_bytes,
         };
         sc_relay_metrics_init(&r->m, r->worker_id);
         if (sc_relay_core_init(&r->core, &p, &sim_ops, r, &r->m))
@@ -204,15 +255,18 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
     }
     w->deadline = w->fault_end + 20LL * (w->lease_ms + w->confirm_ms) + 15000;
     sim_trace(w, "seed %llu: %d relays, %d rows, batch %d, lease %d ms, confirm %d ms, poll %d ms, "
-              "heartbeat %d ms, lock wait %d ms; faults until %lld ms: db %.3f connect %.3f/%.3f "
-              "stall %.3f drop %.3f late %.3f nack %.3f return %.3f", (unsigned long long)seed,
-              w->n_relays, w->n_rows, w->batch, w->lease_ms, w->confirm_ms, w->poll_ms, w->heartbeat_ms,
-              w->lock_wait_ms, (long long)w->fault_end, w->f.db, w->f.db_connect, w->f.amqp_connect,
-              w->f.stall, w->f.drop, w->f.late, w->f.nack, w->f.ret);
+              "heartbeat %d ms, lock wait %d ms, max message %d bytes, broker max %d; faults until "
+              "%lld ms: db %.3f connect %.3f/%.3f stall %.3f drop %.3f late %.3f nack %.3f return %.3f",
+              (unsigned long long)seed, w->n_relays, w->n_rows, w->batch, w->lease_ms, w->confirm_ms,
+              w->poll_ms, w->heartbeat_ms, w->lock_wait_ms, w->max_message_bytes, w->broker_max,
+              (long long)w->fault_end, w->f.db, w->f.db_connect, w->f.amqp_connect, w->f.stall,
+              w->f.drop, w->f.late, w->f.nack, w->f.ret);
     return 0;
 }
 
 static const char *const status_names[] = {"PENDING", "PUBLISHING", "PUBLISHED", "FAILED"};
+static const char *const kind_names[] = {"valid", "breaks a rule", "refused by the broker client",
+                                         "above relay.max_message_bytes", "refused by the broker"};
 
 static void after_step(struct sim_world *w, struct sim_relay *r)
 {
@@ -248,7 +302,7 @@ static void final_checks(struct sim_world *w)
                   "end (ordering %s); the first, %s (%s), is %s (lease owner %d, until %lld)",
                   (long long)w->fault_end, (long long)w->now, wrong, w->n_rows,
                   w->per_aggregate ? "per_aggregate" : "none", x->id,
-                  x->kind == K_VALID ? "valid" : x->kind == K_POISON ? "refused by the broker client" : "breaks a rule",
+                  kind_names[x->kind],
                   status_names[x->status], x->owner, (long long)x->lease_until);
 }
 
@@ -353,7 +407,7 @@ int main(int argc, char **argv)
 #endif
     if (getenv("SC_SIM_SCHEDULES"))
         count = strtoull(getenv("SC_SIM_SCHEDULES"), NULL, 10);
-    int verbose = 0, single = 0, no_ordering = 0;
+    int verbose = 0, single = 0, no_ordering = 0, no_large = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             first = strtoull(argv[++i], NULL, 10);
@@ -367,16 +421,29 @@ int main(int argc, char **argv)
             verbose = 1;
         } else if (strcmp(argv[i], "--no-ordering") == 0) {
             no_ordering = 1;
+        } else if (strcmp(argv[i], "--no-large") == 0) {
+            no_large = 1;
         } else {
-            fprintf(stderr, "usage: %s [--seed N [--verbose]] [--first N] [--schedules K] [--no-ordering]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seed N [--verbose]] [--first N] [--schedules K] [--no-ordering] "
+                    "[--no-large]\n", argv[0]);
             return 2;
         }
     }
     memset(type_255, 'T', 255);
     memset(type_256, 'T', 256);
+    /* {"blob":"xxx…"}: valid JSON of exactly the length named */
+    char *const payloads[] = {payload_large, payload_middling};
+    const size_t lens[] = {SIM_LARGE, SIM_MIDDLING};
+    for (int k = 0; k < 2; k++) {
+        memset(payloads[k], 'x', lens[k]);
+        memcpy(payloads[k], "{\"blob\":\"", 9);
+        memcpy(payloads[k] + lens[k] - 2, "\"}", 2);
+        payloads[k][lens[k]] = 0;
+    }
     sc_log_min_level = verbose ? SC_LOG_DEBUG : SC_LOG_ERROR + 1;
     static struct sim_world w;
     w.no_ordering = no_ordering;
+    w.no_large = no_large;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int failures = 0;
@@ -409,6 +476,11 @@ int main(int argc, char **argv)
             "confirms nacked, returned, late, missing and multiple");
         tap(st->drops > 0 && st->stalls > 0, "connections dropped, statements waited for locks");
         tap(st->refused > 0 && st->failed > 0, "rows refused by the broker client and rows marked FAILED");
+        if (!no_large)
+            tap(st->broker_refusals > 0 && st->in_doubt > 0 && st->reopens > 0 && st->too_large > 0,
+                "the broker closed the channel because of a message %llu times (%llu with others in "
+                "doubt), channels opened again %llu times; %llu rows above relay.max_message_bytes "
+                "FAILED unsent", st->broker_refusals, st->in_doubt, st->reopens, st->too_large);
         if (!no_ordering)
             tap(st->ordered_schedules > 0 && st->ordered_publishes > 0 && st->held > 0,
                 "per_aggregate ordering: %llu schedules, %llu publishes checked against their "

@@ -16,7 +16,9 @@
 #define SIM_MAX_ROWS 48
 #define SIM_NEVER INT64_MAX
 
-enum sim_kind { K_VALID, K_INVALID, K_POISON }; /* poison: the broker client refuses it */
+/* poison: the broker client refuses it; too large: above relay.max_message_bytes; broker: the
+ * broker refuses it (above its max_message_size: it closes the channel) */
+enum sim_kind { K_VALID, K_INVALID, K_POISON, K_TOO_LARGE, K_BROKER };
 enum sim_status { S_PENDING, S_PUBLISHING, S_PUBLISHED, S_FAILED };
 
 struct sim_row {
@@ -45,11 +47,19 @@ struct sim_event {
     int copy;
     int ack;          /* 1 ack, 0 nack */
     int returned;     /* a basic.return comes first */
+    int awaited;      /* published since the relay's last confirm wait ended */
     int64_t at;
 };
 
+/* The publishing channel: the broker closes it over a message it refuses
+ * (the relay learns it at its next confirm wait) until the relay opens it
+ * again. */
+enum sim_channel { CH_OPEN, CH_CLOSING, CH_CLOSED };
+
 struct sim_conn {
     int open, dead;
+    enum sim_channel chan;
+    char close_why[160];
     uint64_t next_seq;
     int64_t last_send, drop_at;
     struct sim_event *q;
@@ -80,17 +90,22 @@ struct sim_faults {
 struct sim_stats {
     unsigned long long schedules, steps, configs_refused, rows, published, failed, lease_lost,
         nacked, returned, unconfirmed, refused, unknown_commits, db_faults, drops, stalls, late,
-        multiple, reclaimed, ordered_schedules, ordered_publishes, held;
+        multiple, reclaimed, ordered_schedules, ordered_publishes, held, broker_refusals, in_doubt,
+        reopens, too_large;
 };
 
 struct sim_world {
     uint64_t seed, rng;
     uint64_t rng_order; /* relay.ordering and aggregates: a stream of its own, so that
                            --no-ordering replays every schedule as it was before it */
-    int verbose, no_ordering;
+    uint64_t rng_size;  /* message sizes, relay.max_message_bytes, the broker's max_message_size
+                           and its refusals: the same, for --no-large */
+    int verbose, no_ordering, no_large;
     int per_aggregate;  /* relay.ordering "per_aggregate" */
     /* the config the real sc_config_parse accepted */
     int n_relays, batch, lease_ms, confirm_ms, poll_ms, heartbeat_ms, lock_wait_ms;
+    int max_message_bytes; /* relay.max_message_bytes */
+    int broker_max;        /* the broker's max_message_size; 0: none */
     struct sim_faults f, f_run;
     int64_t now, fault_end, deadline;
     int quiet;
@@ -107,6 +122,9 @@ extern const struct sc_relay_ops sim_ops;
 
 uint64_t sim_rand(struct sim_world *w);
 uint64_t sim_rand_order(struct sim_world *w);
+/* The size stream's draws. */
+int sim_size_chance(struct sim_world *w, double p);
+int64_t sim_size_range(struct sim_world *w, int64_t lo, int64_t hi); /* inclusive */
 int sim_chance(struct sim_world *w, double p);
 int64_t sim_range(struct sim_world *w, int64_t lo, int64_t hi); /* inclusive */
 

@@ -10,20 +10,23 @@
 #include "envelope/event.h"
 #include "sim_relay.h"
 
-uint64_t sim_rand(struct sim_world *w)
+/* splitmix64: one stream */
+static uint64_t next(uint64_t *state)
 {
-    uint64_t z = (w->rng += 0x9e3779b97f4a7c15ULL);
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
 
+uint64_t sim_rand(struct sim_world *w)
+{
+    return next(&w->rng);
+}
+
 uint64_t sim_rand_order(struct sim_world *w)
 {
-    uint64_t z = (w->rng_order += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return next(&w->rng_order);
 }
 
 int sim_chance(struct sim_world *w, double p)
@@ -34,6 +37,16 @@ int sim_chance(struct sim_world *w, double p)
 int64_t sim_range(struct sim_world *w, int64_t lo, int64_t hi)
 {
     return hi <= lo ? lo : lo + (int64_t)(sim_rand(w) % (uint64_t)(hi - lo + 1));
+}
+
+int sim_size_chance(struct sim_world *w, double p)
+{
+    return p > 0 && (double)(next(&w->rng_size) >> 11) * 0x1.0p-53 < p;
+}
+
+int64_t sim_size_range(struct sim_world *w, int64_t lo, int64_t hi)
+{
+    return hi <= lo ? lo : lo + (int64_t)(next(&w->rng_size) % (uint64_t)(hi - lo + 1));
 }
 
 void sim_violation(struct sim_world *w, const char *fmt, ...)
@@ -297,6 +310,8 @@ static int apply_mark(struct sim_relay *r, struct sim_row *x, int to)
                           "under its lease", r->idx, x->id);
     } else if (x->kind == K_VALID) {
         sim_violation(w, "relay %d marked the valid row %s FAILED", r->idx, x->id);
+    } else if (x->kind == K_TOO_LARGE) {
+        w->st.too_large++;
     }
     x->status = to;
     x->owner = -1;
@@ -428,6 +443,7 @@ static int amqp_open(void *io, char *err, size_t err_len)
     struct sim_conn *c = &r->amqp;
     c->open = 1;
     c->dead = 0;
+    c->chan = CH_OPEN;
     c->next_seq = 1;
     c->last_send = r->clock;
     c->nq = 0;
@@ -487,10 +503,28 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
     struct sim_world *w = r->w;
     struct sim_conn *c = &r->amqp;
     int up = alive(r);
+    if (up && c->chan == CH_CLOSED) {
+        sim_violation(w, "relay %d published on a channel the broker closed, without opening it again",
+                      r->idx);
+        c->dead = 1; /* RabbitMQ closes the connection: 504 CHANNEL_ERROR */
+        up = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         struct sim_row *x = find_row(w, msgs[i].props->message_id.bytes, msgs[i].props->message_id.len);
         if (x && x->kind == K_INVALID)
             sim_violation(w, "relay %d offered the invalid row %s to the broker", r->idx, x->id);
+        if (msgs[i].body.len > (size_t)w->max_message_bytes)
+            sim_violation(w, "relay %d offered %s, %zu bytes, above relay.max_message_bytes (%d)", r->idx,
+                          x ? x->id : "?", msgs[i].body.len, w->max_message_bytes);
+        if (msgs[i].body.len > SC_RELAY_LONE_BYTES) {
+            int others = n > 1;
+            for (int j = 0; j < c->nq; j++)
+                others |= c->q[j].awaited;
+            if (others && up && c->chan == CH_OPEN)
+                sim_violation(w, "relay %d sent %s (%zu bytes, above %d) with other messages unconfirmed "
+                              "on its channel: had the broker refused it, they would be in doubt",
+                              r->idx, x ? x->id : "?", msgs[i].body.len, SC_RELAY_LONE_BYTES);
+        }
         if (!up || !x || strlen(msgs[i].routing_key) > 255 || x->kind == K_POISON) {
             for (size_t j = i; j < n; j++)
                 msgs[j].result = SC_PUB_FAILED;
@@ -501,9 +535,37 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
         }
         msgs[i].result = SC_PUB_PENDING;
         msgs[i].seq = c->next_seq++;
-        check_body(w, x, &msgs[i]);
+        c->last_send = r->clock;
         if (w->per_aggregate)
             check_order(w, r, x);
+        if (c->chan == CH_CLOSING) { /* the broker drops what comes after on the closed channel */
+            sim_trace(w, "r%d   broker: %s dropped, its channel is closed", r->idx, x->id);
+            continue;
+        }
+        if (w->broker_max && msgs[i].body.len > (size_t)w->broker_max) {
+            /* 406: the channel closes, and no confirm still owed comes any more, but some may
+             * have left before the close */
+            c->chan = CH_CLOSING;
+            snprintf(c->close_why, sizeof c->close_why, "channel closed by broker: 406 "
+                     "PRECONDITION_FAILED - message size %zu is larger than configured max size %d",
+                     msgs[i].body.len, w->broker_max);
+            w->st.broker_refusals++;
+            int kept = 0, awaited = 0;
+            for (int j = 0; j < c->nq; j++) {
+                struct sim_event *ev = &c->q[j];
+                awaited += ev->awaited;
+                if (ev->awaited && sim_size_chance(w, 0.5) && !ev->returned) {
+                    ev->at = r->clock; /* it left before the close */
+                    c->q[kept++] = *ev;
+                }
+            }
+            c->nq = kept;
+            w->st.in_doubt += awaited > kept;
+            sim_trace(w, "r%d   broker: refuses %s (%zu bytes): channel closed, %d of %d confirms owed "
+                      "left before", r->idx, x->id, msgs[i].body.len, kept, awaited);
+            continue;
+        }
+        check_body(w, x, &msgs[i]);
         if (w->n_copies == w->cap_copies) {
             w->cap_copies = w->cap_copies ? w->cap_copies * 2 : 64;
             w->copies = realloc(w->copies, (size_t)w->cap_copies * sizeof *w->copies);
@@ -515,6 +577,7 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
             c->q = realloc(c->q, (size_t)c->capq * sizeof *c->q);
         }
         struct sim_event *ev = &c->q[c->nq++];
+        ev->awaited = 1;
         ev->seq = msgs[i].seq;
         ev->copy = w->n_copies++;
         ev->ack = !sim_chance(w, w->f_run.nack);
@@ -523,7 +586,6 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
         w->st.late += (unsigned)late;
         ev->at = r->clock + (late ? sim_range(w, w->confirm_ms + 1, 3 * w->confirm_ms)
                                   : sim_range(w, 0, w->confirm_ms / 2));
-        c->last_send = r->clock;
         sim_trace(w, "r%d   broker: publish %s seq %llu%s, confirm %s at %lld", r->idx, x->id,
                   (unsigned long long)ev->seq, w->copies[ev->copy].owned ? "" : " (lease not held)",
                   ev->returned ? "return+ack" : ev->ack ? "ack" : "nack", (long long)ev->at);
@@ -548,7 +610,7 @@ static int deliver(struct sim_relay *r, struct sim_event *ev, struct sc_publish 
                 break;
             }
     int multiple = 0;
-    if (ev->ack && sim_chance(w, w->f_run.multiple)) {
+    if (ev->ack && c->chan == CH_OPEN && sim_chance(w, w->f_run.multiple)) {
         multiple = 1; /* legal only when nothing below it is still unconfirmed */
         for (int j = 0; j < c->nq; j++)
             multiple &= c->q[j].seq >= ev->seq;
@@ -584,7 +646,15 @@ static int next_event(struct sim_conn *c, int64_t until, struct sim_event *out)
     return 1;
 }
 
-static int collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, char *err, size_t err_len)
+/* The relay waited for these: a confirm arriving later is no longer awaited. */
+static void wait_ended(struct sim_conn *c)
+{
+    for (int j = 0; j < c->nq; j++)
+        c->q[j].awaited = 0;
+}
+
+static int collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms,
+                   enum sc_amqp_error_class *cls, char *err, size_t err_len)
 {
     struct sim_relay *r = io;
     struct sim_conn *c = &r->amqp;
@@ -592,6 +662,23 @@ static int collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, 
     for (size_t i = 0; i < n; i++)
         pending += msgs[i].result == SC_PUB_PENDING;
     int up = alive(r);
+    *cls = SC_AMQPERR_CONNECTION;
+    if (up && c->chan != CH_OPEN) {
+        /* the confirms that left before the close, then channel.close */
+        struct sim_event ev;
+        while (next_event(c, INT64_MAX, &ev))
+            deliver(r, &ev, msgs, n);
+        for (size_t i = 0; i < n; i++)
+            if (msgs[i].result == SC_PUB_PENDING)
+                msgs[i].result = SC_PUB_FAILED;
+        if (c->chan == CH_CLOSED)
+            sim_violation(r->w, "relay %d waits for confirms on a channel it was told is closed", r->idx);
+        c->chan = CH_CLOSED;
+        library_heartbeats(r);
+        snprintf(err, err_len, "%s", c->close_why);
+        *cls = SC_AMQPERR_REFUSED;
+        return -1;
+    }
     int64_t deadline = r->clock + timeout_ms;
     struct sim_event ev;
     while (up && pending > 0) {
@@ -604,6 +691,7 @@ static int collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms, 
     if (up && pending > 0)
         r->clock = deadline < c->drop_at ? deadline : c->drop_at;
     library_heartbeats(r);
+    wait_ended(c);
     if (!up || r->clock >= c->drop_at) {
         alive(r);
         for (size_t i = 0; i < n; i++)
@@ -629,10 +717,41 @@ static int service(void *io, char *err, size_t err_len)
         snprintf(err, err_len, "amqp: connection closed");
         return -1;
     }
+    if (r->amqp.chan == CH_CLOSING) { /* sc_amqp_service reads the close: the relay reconnects */
+        r->amqp.chan = CH_CLOSED;
+        snprintf(err, err_len, "%s", r->amqp.close_why);
+        return -1;
+    }
     struct sim_event ev;
     while (next_event(&r->amqp, r->clock, &ev))
         deliver(r, &ev, NULL, 0);
     library_heartbeats(r);
+    return 0;
+}
+
+/* channel.open and confirm.select again, after the broker closed it. */
+static int reopen(void *io, char *err, size_t err_len)
+{
+    struct sim_relay *r = io;
+    struct sim_world *w = r->w;
+    struct sim_conn *c = &r->amqp;
+    if (!alive(r)) {
+        snprintf(err, err_len, "amqp channel.open: connection closed");
+        return -1;
+    }
+    if (c->chan != CH_CLOSED)
+        sim_violation(w, "relay %d opened its channel again while the broker had not closed it", r->idx);
+    if (sim_size_chance(w, w->f_run.amqp_connect)) {
+        c->dead = 1;
+        snprintf(err, err_len, "amqp channel.open: connection reset");
+        return -1;
+    }
+    c->chan = CH_OPEN;
+    c->next_seq = 1;
+    c->nq = 0;
+    c->last_send = r->clock;
+    w->st.reopens++;
+    sim_trace(w, "r%d   broker: channel opened again", r->idx);
     return 0;
 }
 
@@ -675,6 +794,7 @@ const struct sc_relay_ops sim_ops = {
     .amqp_is_open = amqp_is_open,
     .publish = publish,
     .collect = collect,
+    .reopen = reopen,
     .service = service,
     .heartbeat = heartbeat,
     .now_ms = now_ms,

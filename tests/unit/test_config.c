@@ -51,6 +51,7 @@ int main(void)
     ok(c.relay.present, "relay present");
     is_int(c.relay.batch, 50, "relay.batch");
     is_int(c.relay.lease_ms, 30000, "relay.lease_ms default");
+    is_int(c.relay.max_message_bytes, 15 * 1024 * 1024, "relay.max_message_bytes default: under RabbitMQ 4's 16 MiB");
     sc_config_free(&c);
 
     ok(parse("{" BASE_AMQP "," BASE_MYSQL ",\"consumers\":[" CONSUMER "]}", &c, err, 0) == 0, "minimal config parses");
@@ -85,6 +86,11 @@ int main(void)
             "consumers[0].queue_type: unsupported value", "unsupported queue type");
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"lease_ms\":1}}",
             "relay.lease_ms", "relay key named");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"max_message_bytes\":1023}}",
+            "relay.max_message_bytes: expected an integer from 1024 to 536870912",
+            "relay.max_message_bytes below 1 KiB refused");
+    refused("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"max_message_bytes\":536870913}}",
+            "relay.max_message_bytes", "relay.max_message_bytes above 512 MiB refused");
     refused("{" BASE_AMQP "," BASE_MYSQL ",\"amqpp\":{}}", "amqpp: unknown key", "unknown top-level key");
     refused("{\"amqp\":{\"url\":\"amqp://x\",\"heartbeat\":5}," BASE_MYSQL "}", "amqp.heartbeat: unknown key", "unknown nested key");
     refused("{" BASE_MYSQL "}", "amqp: required key is missing", "missing amqp section");

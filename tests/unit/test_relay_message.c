@@ -26,8 +26,8 @@ static struct sc_relay_row row(const char *atype, const char *aid, const char *t
     return r;
 }
 
-static const struct sc_relay_params structured = {.exchange = "orders"};
-static const struct sc_relay_params binary = {.exchange = "orders", .binary = 1};
+static const struct sc_relay_params structured = {.exchange = "orders", .max_message_bytes = 1 << 24};
+static const struct sc_relay_params binary = {.exchange = "orders", .binary = 1, .max_message_bytes = 1 << 24};
 
 /* The header key of the built message, or NULL. */
 static const amqp_field_value_t *header(const struct sc_publish *m, const char *key)
@@ -138,6 +138,43 @@ static void trace_context(void)
     sc_relay_row_clear(&r);
 }
 
+/* relay.max_message_bytes bounds the body as built, in both modes: the
+ * payload alone, or the envelope around it, over the bound is refused
+ * naming both sizes; exactly the bound is sent. */
+static void size_bound(void)
+{
+    char why[256] = "", payload[200];
+    struct sc_publish m;
+    memset(payload, 'x', sizeof payload - 1);
+    payload[0] = '"';
+    payload[sizeof payload - 2] = '"';
+    payload[sizeof payload - 1] = 0; /* a JSON string of 199 bytes */
+    struct sc_relay_row r = row("ORDER", "1", "T", payload);
+    struct sc_relay_params p = structured;
+    p.max_message_bytes = 198;
+    is_int(sc_relay_message_build(&r, &p, &m, why, sizeof why), SC_RELAY_TOO_LARGE, "a payload over the bound");
+    ok(strstr(why, "payload alone is 199 bytes") && strstr(why, "relay.max_message_bytes (198)"),
+       "names the payload's size and the bound (%s)", why);
+    p.max_message_bytes = 199;
+    is_int(sc_relay_message_build(&r, &p, &m, why, sizeof why), SC_RELAY_TOO_LARGE,
+           "a payload at the bound, the envelope around it over");
+    char want[80];
+    snprintf(want, sizeof want, "the message is %zu bytes, above relay.max_message_bytes (199)", m.body.len);
+    ok(m.body.len > 199 && strstr(why, want), "names the message's size and the bound (%s)", why);
+    size_t built = m.body.len;
+    free(r.body);
+    r.body = NULL;
+    p.max_message_bytes = (int)built;
+    is_int(sc_relay_message_build(&r, &p, &m, why, sizeof why), SC_RELAY_BUILT, "a message of exactly the bound is built");
+    struct sc_relay_params b = binary;
+    b.max_message_bytes = 199;
+    free(r.body);
+    r.body = NULL;
+    is_int(sc_relay_message_build(&r, &b, &m, why, sizeof why), SC_RELAY_BUILT,
+           "binary: the body is the payload, at the bound");
+    sc_relay_row_clear(&r);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -177,5 +214,6 @@ int main(void)
     sc_relay_row_clear(&r);
     binary_mode();
     trace_context();
+    size_bound();
     return done();
 }
