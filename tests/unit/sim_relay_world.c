@@ -593,7 +593,7 @@ static int publish(void *io, struct sc_publish *msgs, size_t n, char *err, size_
     return 0;
 }
 
-/* amqp_conn.c's rules: an ack or nack settles the pending message of its
+/* amqp_publish.c's rules: an ack or nack settles the pending message of its
  * sequence number (all up to it with `multiple`); a basic.return makes a
  * pending message RETURNED, and the ack after it settles it. */
 static int deliver(struct sim_relay *r, struct sim_event *ev, struct sc_publish *msgs, size_t n)
