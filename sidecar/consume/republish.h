@@ -27,8 +27,8 @@ struct sc_member_copy {
     const char *type;   /* its type, or NULL */
 };
 
-/* A held key's event that arrived while a replay of the key is in flight:
- * a copy to the end of k's own stream (its partitions' exchange when it has
+/* A held key's event met while a replay of the key is in flight that cannot
+ * wait in hand for it (consume/held.h): a copy to the end of k's own stream (its partitions' exchange when it has
  * several), carrying the replay's key, token and the event's hold number,
  * and the original route like every copy, so that it runs after the
  * replayed events, as one of them. Returns 0 once the broker confirmed it. */

@@ -164,11 +164,10 @@ static int forget_consumed(struct sc_db *db, const char *qc, const char *qk, str
     return sc_db_query(db, sql, e);
 }
 
-long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
+long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key, char *first,
                      struct sc_db_err *e)
 {
     char qc[300], qk[520], sql[1200];
-    int found = 0;
     quoted(db->conn, qc, consumer);
     quoted(db->conn, qk, key);
     /* The key's row first, as a hold and a replay's naming take it: what
@@ -181,18 +180,21 @@ long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
     mysql_free_result(res);
     if (forget_consumed(db, qc, qk, e))
         return rollback_fail(db);
-    snprintf(sql, sizeof sql, "SELECT EXISTS (SELECT 1 FROM consumer_held_event WHERE "
-             "consumer_name = %s AND order_key = %s)", qc, qk);
-    long long n = scalar(db, sql, &found, e);
-    if (n < 0)
+    snprintf(sql, sizeof sql, "SELECT event_id FROM consumer_held_event WHERE consumer_name = %s "
+             "AND order_key = %s ORDER BY hold_seq LIMIT 1", qc, qk);
+    if (!(res = sc_db_select(db, sql, e)))
         return rollback_fail(db);
+    MYSQL_ROW row = mysql_fetch_row(res);
+    long n = row != NULL;
+    snprintf(first, 37, "%s", row && row[0] ? row[0] : "");
+    mysql_free_result(res);
     /* Free: its replay is over, and the key's next hold has none in flight
      * (its later events are dead-lettered as held until the next replay). */
     snprintf(sql, sizeof sql, "UPDATE consumer_held_key SET replay_token = NULL WHERE "
              "consumer_name = %s AND order_key = %s", qc, qk);
     if (n == 0 && sc_db_query(db, sql, e))
         return rollback_fail(db);
-    return sc_db_commit(db, e) ? rollback_fail(db) : (long)n;
+    return sc_db_commit(db, e) ? rollback_fail(db) : n;
 }
 
 int sc_db_held_lock_events(struct sc_db *db, const char *consumer, const char *key,

@@ -38,9 +38,10 @@ int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, con
                     const char *token, int64_t *seq, char *current, struct sc_db_err *e);
 
 /* Forgets key's held events that are consumed, then says whether any is
- * left (1; 0: the key is free, and its replay token is cleared in the same
- * transaction), or -1 with e filled. Commits. */
-long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
+ * left (1, first (room 37) gets the first of them; 0: the key is free, and
+ * its replay token is cleared in the same transaction), or -1 with e
+ * filled. Commits. */
+long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key, char *first,
                      struct sc_db_err *e);
 
 /* One held event of a key, for `sidecar dlq replay --key`. */
