@@ -6,9 +6,10 @@
  * each, in order, with that token.
  * The consumer runs the current token's copy of the key's first held event
  * and holds anything else (an older replay's copy, an event arriving
- * meanwhile), so a replay cut short, superseded or run twice never lets an
- * event overtake another. Without a copy of every held event it replays the
- * ones before the first missing one. */
+ * meanwhile: it waits in hand while the replay goes on), so a replay cut
+ * short, superseded or run twice never lets an event overtake another.
+ * Without a copy of every held event it replays the ones before the first
+ * missing one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -63,9 +63,9 @@ static int held_hold(struct worker *w, const char *key, const char *event_id, co
     return sc_db_held_hold(&w->db, w->c->k->name, key, event_id, token, seq, current, e);
 }
 
-static long held_left(struct worker *w, const char *key, struct sc_db_err *e)
+static long held_left(struct worker *w, const char *key, char *first, struct sc_db_err *e)
 {
-    return sc_db_held_left(&w->db, w->c->k->name, key, e);
+    return sc_db_held_left(&w->db, w->c->k->name, key, first, e);
 }
 
 static sc_handler_status handle(struct worker *w, const struct sc_event *ev, char *reason,

@@ -35,7 +35,7 @@ struct sc_batch_io {
                      struct sc_db_err *e);
     int (*held_hold)(struct worker *w, const char *key, const char *event_id, const char *token,
                      int64_t *seq, char *current, struct sc_db_err *e);
-    long (*held_left)(struct worker *w, const char *key, struct sc_db_err *e);
+    long (*held_left)(struct worker *w, const char *key, char *first, struct sc_db_err *e);
 
     /* The handler, on the session's connection. */
     sc_handler_status (*handle)(struct worker *w, const struct sc_event *ev, char *reason,

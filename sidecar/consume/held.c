@@ -2,7 +2,11 @@
  * whose key is held is dead-lettered unrun, "held behind <event_id>" (the
  * key's first held event not yet consumed), unless it is the key's current
  * replay's copy of that event. A copy of an older replay is held like any
- * other event: it keeps its place. */
+ * other event: it keeps its place. While the key's replay is in flight a
+ * held delivery waits in hand instead, and the replay's copies go past it
+ * (order.h): nothing of the key is recorded or sent round meanwhile, so a
+ * key that keeps receiving events is freed once the replay's copies are
+ * applied. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +21,13 @@ int sc_held_mode(const struct sc_consumer_config *k)
            strcmp(k->ordering.on_dead_letter, "hold") == 0;
 }
 
-void sc_held_after_replayed(struct worker *w, const struct delivery *d,
+void sc_held_after_replayed(struct worker *w, struct delivery *d,
                             const struct sc_log_fields *lf)
 {
     struct sc_db_err e = {0};
-    long left = w->io->held_left(w, d->key, &e);
+    long left = w->io->held_left(w, d->key, d->next_held, &e);
+    d->replay_applied = 1;
+    d->released = left == 0;
     if (left == 0)
         sc_log(SC_LOG_INFO, lf, "key '%.100s' released: its replay applied every held event of it",
                d->key);
@@ -61,6 +67,9 @@ int sc_held_check(struct worker *w, struct delivery *dls, int n, struct sc_db_er
             continue;
         snprintf(d->held_why, sizeof d->held_why, "held behind %s", h->held_behind);
         d->refused = d->held_why;
+        d->replay_in_flight = h->replay_token[0] != 0;
+        snprintf(d->held_behind, sizeof d->held_behind, "%s", h->held_behind);
+        snprintf(d->held_token, sizeof d->held_token, "%s", h->replay_token);
     }
     rc = 0;
 out:
@@ -68,4 +77,51 @@ out:
     free(of);
     free(rows);
     return rc;
+}
+
+/* Whether d, held while its key's replay is in flight, waits for it. */
+static int may_wait(const struct sc_order *o, int i, const struct delivery *d, int64_t now_ms)
+{
+    const struct sc_order_slot *s = &o->slots[i];
+    return d->refused == d->held_why && d->replay_in_flight && sc_order_may_wait(o, i, now_ms) &&
+           (!s->waited || now_ms - s->wait_since_ms < SC_REPLAY_WAIT_MS);
+}
+
+int sc_held_wait(const struct sc_consumer_config *k, struct sc_order *o, int *idx,
+                 struct delivery *dls, int n, int64_t now_ms)
+{
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        struct sc_order_slot *s = &o->slots[idx[j]];
+        if (!may_wait(o, idx[j], &dls[j], now_ms)) {
+            s->wait_ms = 0;
+            if (m != j) {
+                /* refused may point into the delivery itself */
+                int own = dls[j].refused == dls[j].held_why;
+                dls[m] = dls[j];
+                if (own)
+                    dls[m].refused = dls[m].held_why;
+                idx[m] = idx[j];
+            }
+            m++;
+            continue;
+        }
+        /* What it waits for may be in hand already, waiting out of turn. */
+        for (int i = 0; i < o->n; i++) {
+            struct sc_order_slot *c = &o->slots[i];
+            if (c != s && c->wait_ms > now_ms && strcmp(c->id, dls[j].held_behind) == 0 &&
+                strcmp(c->replay_token, dls[j].held_token) == 0)
+                c->wait_ms = now_ms;
+        }
+        if (!s->waited) {
+            s->waited = 1;
+            s->wait_since_ms = now_ms;
+            struct sc_log_fields lf = {.consumer = k->name, .event_id = dls[j].event_id,
+                                       .delivery_tag = dls[j].env.delivery_tag};
+            sc_log(SC_LOG_INFO, &lf, "%s, whose replay is in flight: waits in hand for the "
+                   "replayed events (not run, not acked)", dls[j].held_why);
+        }
+        s->wait_ms = now_ms + SC_REPLAY_POLL_MS;
+    }
+    return m;
 }

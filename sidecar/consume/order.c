@@ -128,8 +128,9 @@ int sc_order_init(struct sc_order *o, int cap)
         o->seen_cap *= 2;
     o->slots = calloc((size_t)cap, sizeof *o->slots);
     o->seen = malloc((size_t)o->seen_cap * sizeof *o->seen);
+    o->seen_mode = malloc((size_t)o->seen_cap);
     o->versions = calloc(SC_ORDER_VERSIONS, sizeof *o->versions);
-    if (!o->slots || !o->seen || !o->versions) {
+    if (!o->slots || !o->seen || !o->seen_mode || !o->versions) {
         sc_order_free(o);
         return -1;
     }
@@ -140,6 +141,7 @@ void sc_order_free(struct sc_order *o)
 {
     free(o->slots);
     free(o->seen);
+    free(o->seen_mode);
     free(o->versions);
     memset(o, 0, sizeof *o);
 }
@@ -159,9 +161,11 @@ void sc_order_remove(struct sc_order *o, int i)
     o->n--;
 }
 
-/* 1 when an earlier slot of s's key was seen in this pick (then s waits);
- * else records s's key. */
-static int key_seen(struct sc_order *o, int i)
+/* How far one pick got with a key. */
+enum { KEY_NEW, KEY_WAITING, KEY_TAKEN };
+
+/* The pick's mark for s's key: KEY_NEW the first time (recorded). */
+static unsigned char *key_mode(struct sc_order *o, int i)
 {
     const struct sc_order_slot *s = &o->slots[i];
     size_t mask = (size_t)o->seen_cap - 1;
@@ -169,11 +173,44 @@ static int key_seen(struct sc_order *o, int i)
         int j = o->seen[at];
         if (j < 0) {
             o->seen[at] = i;
-            return 0;
+            o->seen_mode[at] = KEY_NEW;
+            return &o->seen_mode[at];
         }
         if (o->slots[j].hash == s->hash && strcmp(o->slots[j].key, s->key) == 0)
+            return &o->seen_mode[at];
+    }
+}
+
+int sc_order_room(const struct sc_order *o, int i)
+{
+    amqp_bytes_t tag = o->slots[i].env.consumer_tag;
+    int cap = o->queue_cap > 0 ? o->queue_cap : o->cap, from = 0;
+    for (int j = 0; j < o->n; j++) {
+        amqp_bytes_t t = o->slots[j].env.consumer_tag;
+        from += t.len == tag.len && (t.len == 0 || memcmp(t.bytes, tag.bytes, t.len) == 0);
+    }
+    /* Not the last free place: the broker fills that one at once, and a
+     * wait that gives up as soon as it is filled costs a held read more. */
+    return from + 1 < cap && o->n + 1 < o->cap;
+}
+
+int sc_order_may_wait(const struct sc_order *o, int i, int64_t now_ms)
+{
+    if (sc_order_room(o, i))
+        return 1;
+    const struct sc_order_slot *s = &o->slots[i];
+    for (int j = i + 1; j < o->n; j++) {
+        const struct sc_order_slot *c = &o->slots[j];
+        if (c->kind == SC_ORDER_KEYED && c->replay_token[0] && c->wait_ms <= now_ms &&
+            c->hash == s->hash && strcmp(c->key, s->key) == 0)
             return 1;
     }
+    return 0;
+}
+
+int sc_order_waits(const struct sc_order *o, int i, int64_t now_ms)
+{
+    return o->slots[i].wait_ms > now_ms && sc_order_may_wait(o, i, now_ms);
 }
 
 int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t *next_due_ms)
@@ -186,8 +223,22 @@ int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t
         struct sc_order_slot *s = &o->slots[i];
         /* Unkeyed and malformed deliveries are ordered with nothing: they
          * are dead-lettered unrun, whenever they come. */
-        if (s->kind == SC_ORDER_KEYED && key_seen(o, i))
-            continue;
+        if (s->kind == SC_ORDER_KEYED) {
+            unsigned char *mode = key_mode(o, i);
+            int waits = sc_order_waits(o, i, now_ms);
+            if (waits && s->wait_ms < *next_due_ms)
+                *next_due_ms = s->wait_ms;
+            if (*mode == KEY_TAKEN)
+                continue;
+            /* Behind the key's waiting slots only a copy of its replay may
+             * go (the held check runs it only when it is the first held
+             * event's); any other slot of the key comes after them. */
+            if (waits || (*mode == KEY_WAITING && !s->replay_token[0])) {
+                *mode = KEY_WAITING;
+                continue;
+            }
+            *mode = KEY_TAKEN;
+        }
         if (s->due_ms > now_ms) {
             if (s->due_ms < *next_due_ms)
                 *next_due_ms = s->due_ms;
@@ -213,9 +264,31 @@ void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct deli
     }
 }
 
+/* The slots that wait (or waited) for the replay of d's key hear of d:
+ * renewed when the replay applied d and the key is still held (the copy of
+ * the key's next held event checked again now), all checked again now
+ * otherwise. */
+static void tell_waiting(struct sc_order *o, const struct delivery *d, int64_t now_ms)
+{
+    if (!d->key || d->kept)
+        return;
+    uint64_t hash = sc_order_hash(d->key);
+    for (int i = 0; i < o->n; i++) {
+        struct sc_order_slot *s = &o->slots[i];
+        if (!s->waited || s->hash != hash || strcmp(s->key, d->key) != 0)
+            continue;
+        if (d->replay_applied)
+            s->wait_since_ms = now_ms;
+        if (!d->replay_applied || d->released || strcmp(s->id, d->next_held) == 0)
+            s->wait_ms = now_ms;
+    }
+}
+
 void sc_order_after(struct sc_order *o, const int *idx, const struct delivery *dls, int n,
                     int64_t now_ms, void (*drop)(amqp_envelope_t *env))
 {
+    for (int j = 0; j < n; j++)
+        tell_waiting(o, &dls[j], now_ms);
     /* Last first: a removal moves only the slots after it. */
     for (int j = n - 1; j >= 0; j--) {
         struct sc_order_slot *s = &o->slots[idx[j]];

@@ -3,7 +3,12 @@
  * run one at a time, oldest first: a delivery runs only when no earlier one
  * of its key is still in hand (unresolved: running, waiting out an in-place
  * retry), so a later event of a key is never committed before an earlier
- * one. Different keys run side by side in one batch.
+ * one. Different keys run side by side in one batch. One exception: while
+ * a held key's replay is in flight, its deliveries that wait in hand for it
+ * (consume/held.h) let a later copy carrying a replay token go first: only
+ * the replay's copy of the key's first held event is run (the held check
+ * refuses any other), and every event in hand that is not a copy came after
+ * the key's held events.
  *
  * The in-hand set is bounded by the broker: prefetch unacked deliveries per
  * queue the worker consumes. When one key's head keeps failing and its later
@@ -52,6 +57,11 @@ enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amq
  * event it waits for may be lost). */
 #define SC_H_REPLAY_ROUND "x-sidecar-replay-round"
 #define SC_REPLAY_ROUNDS 20
+/* A held key's delivery waits in hand for its key's replay while the
+ * replay applies one of the key's copies at least every SC_REPLAY_WAIT_MS,
+ * and is checked again every SC_REPLAY_POLL_MS meanwhile. */
+#define SC_REPLAY_WAIT_MS 2000
+#define SC_REPLAY_POLL_MS 1000
 
 /* One delivery in hand. */
 struct sc_order_slot {
@@ -65,6 +75,10 @@ struct sc_order_slot {
     char replay_token[37];  /* x-sidecar-replay-token (sidecar dlq replay --key), "" if none */
     int in_place;           /* attempts it spent in hand (retries in place) */
     int64_t due_ms;         /* not before (an in-place retry's delay) */
+    int64_t wait_ms;        /* waits in hand for its key's replay until then (0: does not) */
+    int64_t wait_since_ms;  /* its wait began, or the replay last applied one of its key's
+                               copies */
+    int waited;             /* it waited (wait_since_ms is set) */
 };
 
 /* The last eventversion applied per key, for the most recent keys: a
@@ -80,7 +94,9 @@ struct sc_order_version {
 struct sc_order {
     struct sc_order_slot *slots;
     int n, cap;
+    int queue_cap;          /* the most in hand from one queue (its prefetch; cap when 0) */
     int *seen;              /* pick()'s hash set of keys: seen_cap slot indexes, -1 empty */
+    unsigned char *seen_mode; /* per entry of seen: how far pick() got with that key */
     int seen_cap;
     struct sc_order_version *versions; /* SC_ORDER_VERSIONS */
 };
@@ -106,10 +122,25 @@ void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot 
 uint64_t sc_order_hash(const char *key);
 
 /* Picks up to max slots that may run now: at most one per key, the oldest
- * of its key in hand, and only once its delay is over. Fills idx with slot
- * indexes in arrival order; returns how many. *next_due_ms gets the earliest
- * time a waiting head becomes due (INT64_MAX: none waits). */
+ * of its key in hand, and only once its delay is over; behind slots of its
+ * key that wait for the key's replay, the first later copy with a replay
+ * token that does not wait. Fills idx with slot indexes in arrival order;
+ * returns how many. *next_due_ms gets the earliest time a waiting head
+ * becomes due (INT64_MAX: none waits). */
 int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t *next_due_ms);
+
+/* 1 while slot i waits in hand for its key's replay: its wait is not over
+ * and sc_order_may_wait. */
+int sc_order_waits(const struct sc_order *o, int i, int64_t now_ms);
+
+/* 1 when slot i may wait in hand for its key's replay: its queue has room
+ * for more (a queue whose prefetch is in hand sends nothing more), or a copy
+ * of its key that could go past it is in hand already. */
+int sc_order_may_wait(const struct sc_order *o, int i, int64_t now_ms);
+
+/* 1 when the queue slot i came from has room for more than one more
+ * delivery. */
+int sc_order_room(const struct sc_order *o, int i);
 
 /* Removes slot i (its envelope is the caller's to destroy first), keeping
  * the order of the rest. */
@@ -120,7 +151,10 @@ struct delivery;
 /* After a batch of the picked slots idx[0..n) ran as dls[0..n): a delivery
  * the batch kept stays in hand, in its place, due again_ms from now (one
  * more attempt spent when it was a retry); every other one is settled with
- * the broker and leaves (drop gets its envelope). */
+ * the broker and leaves (drop gets its envelope). Slots waiting for their
+ * key's replay learn of it: a replayed copy of their key applied renews
+ * their wait; one that freed the key, or any delivery of their key that was
+ * not applied (the replay may have ended), has them checked again now. */
 void sc_order_after(struct sc_order *o, const int *idx, const struct delivery *dls, int n,
                     int64_t now_ms, void (*drop)(amqp_envelope_t *env));
 

@@ -38,7 +38,7 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
             /* The prefetch is in hand: the broker sends nothing more until
              * one is settled. */
             sc_worker_keep_alive(w);
-            if (timeout_ms > 0)
+            if (timeout_ms > 0 && got == 0)
                 sc_sleep_ms(timeout_ms);
             return 0;
         }
@@ -96,6 +96,7 @@ long sc_consume_ordered(struct worker *w)
         sc_log(SC_LOG_ERROR, &lf, "out of memory");
         return 0;
     }
+    o.queue_cap = k->prefetch;
     long handled = 0;
     int64_t last_service_ms = sc_now_ms(), next_due = INT64_MAX;
     char err[512];
@@ -139,6 +140,8 @@ long sc_consume_ordered(struct worker *w)
                 break;
             continue;
         }
+        if (sc_held_mode(k) && (n = sc_held_wait(k, &o, idx, w->dls, n, sc_now_ms())) == 0)
+            continue; /* all of them wait in hand for their keys' replays */
         enum next next = sc_consume_batch(w, w->dls, n);
         check_versions(w, &o, idx, n);
         sc_batch_release(w);

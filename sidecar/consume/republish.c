@@ -62,7 +62,8 @@ const amqp_table_t *sc_delivery_headers(const amqp_envelope_t *env)
     return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
 }
 
-/* The first exchange and routing key the message was published with. */
+/* The first exchange and routing key the message was published with: every
+ * copy carries them (a copy of a copy keeps the first). */
 static void headers_original_route(struct headers *h, const amqp_envelope_t *env)
 {
     const amqp_table_t *old = sc_delivery_headers(env);
@@ -146,6 +147,9 @@ int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_con
     headers_int(&h, SC_H_HOLD_SEQ, hold_seq);
     headers_int(&h, SC_H_REPLAY_ROUND,
                 sc_amqp_header_int(sc_delivery_headers(env), SC_H_REPLAY_ROUND, 0) + 1);
+    /* It comes back through the default or the partitions' exchange: a
+     * plain message's type and source are read from these. */
+    headers_original_route(&h, env);
     char ex[300] = "";
     if (k->ordering.partitions > 1)
         sc_amqp_ordering_exchange_name(k, ex, sizeof ex);

@@ -1,7 +1,9 @@
 /* The copies the consumer republishes: retries through the per-attempt delay
- * queues and dead letters to the consumer's DLQ, with the x-sidecar-* headers
- * (envelope/sidecar_headers.h). Each copy is published under
- * confirms to the default exchange with routing key = the target queue. */
+ * queues, dead letters to the consumer's DLQ and held events behind a key's
+ * replay, with the x-sidecar-* headers (envelope/sidecar_headers.h), among
+ * them the original exchange and routing key. Each copy is published under
+ * confirms to the default exchange with routing key = the target queue (a
+ * copy behind a replay: to the partitions' exchange when there are several). */
 #ifndef SC_REPUBLISH_H
 #define SC_REPUBLISH_H
 
@@ -25,11 +27,11 @@ struct sc_member_copy {
     const char *type;   /* its type, or NULL */
 };
 
-/* A held key's event that arrived while a replay of the key is in flight:
- * a copy to the end of k's own stream (its partitions' exchange when it has
+/* A held key's event met while a replay of the key is in flight that cannot
+ * wait in hand for it (consume/held.h): a copy to the end of k's own stream (its partitions' exchange when it has
  * several), carrying the replay's key, token and the event's hold number,
- * so that it runs after the replayed events, as one of them. Returns 0 once
- * the broker confirmed it. */
+ * and the original route like every copy, so that it runs after the
+ * replayed events, as one of them. Returns 0 once the broker confirmed it. */
 int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_config *k,
                                const amqp_envelope_t *env, const char *key, const char *token,
                                int64_t hold_seq, const struct sc_log_fields *lf);

@@ -75,9 +75,14 @@ struct delivery {
     const char *event_id; /* its event's id as the key was read, or NULL */
     const char *replay_token; /* a copy `sidecar dlq replay --key` sent: its token, else "" */
     char held_why[64];    /* "held behind <event_id>" */
+    int replay_in_flight; /* refused as held while its key's replay is in flight ... */
+    char held_behind[37], held_token[37]; /* ... behind this event, this replay */
     char behind_replay[37]; /* held while its key's replay (this token) is in flight: it goes
                                to the end of the stream with the token, not to the DLQ (set
                                only once its hold is recorded) */
+    int replay_applied;   /* a copy of its key's current replay, applied ... */
+    int released;         /* ... and with it the key is free, */
+    char next_held[37];   /* ... else held behind this event now */
     /* and the batch sets these for it: kept in hand (neither acked nor
      * returned) to run again after again_ms; spent when that counts as an
      * attempt (a retry), not when it had no outcome (it simply runs again). */

@@ -95,7 +95,7 @@ static long long scalar(struct sc_db *db, const char *sql, int *found, struct sc
 int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, const char *event_id,
                     const char *token, int64_t *seq, char *current, struct sc_db_err *e)
 {
-    char qc[300], qk[520], qe[80], qt[80], sql[1600];
+    char qc[300], qk[520], qe[80], qt[80], sql[2600];
     int found = 0;
     quoted(db->conn, qc, consumer);
     quoted(db->conn, qk, key);
@@ -107,6 +107,16 @@ int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, con
              "INSERT INTO consumer_held_key (consumer_name, order_key, held_at, hold_seq) VALUES "
              "(%s, %s, UTC_TIMESTAMP(6), 0) ON DUPLICATE KEY UPDATE replay_token = IF(%s <> '' AND replay_token <=> %s, NULL, "
              "replay_token)", qc, qk, quoted(db->conn, qt, token), qt);
+    if (sc_db_query(db, sql, e))
+        return rollback_fail(db);
+    /* A key with nothing held has no replay in flight: a token left by a
+     * consumer that died before its tidy-up would send this key's later
+     * events round behind a replay that is over. */
+    snprintf(sql, sizeof sql, "UPDATE consumer_held_key SET replay_token = NULL WHERE "
+             "consumer_name = %s AND order_key = %s AND replay_token IS NOT NULL AND NOT EXISTS "
+             "(SELECT 1 FROM consumer_held_event e WHERE e.consumer_name = %s AND e.order_key = %s "
+             "AND NOT EXISTS (SELECT 1 FROM consumed_event c WHERE c.consumer_name = "
+             "e.consumer_name AND c.event_id = e.event_id))", qc, qk, qc, qk);
     if (sc_db_query(db, sql, e))
         return rollback_fail(db);
     snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_event WHERE consumer_name = %s "
@@ -154,21 +164,37 @@ static int forget_consumed(struct sc_db *db, const char *qc, const char *qk, str
     return sc_db_query(db, sql, e);
 }
 
-long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
+long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key, char *first,
                      struct sc_db_err *e)
 {
     char qc[300], qk[520], sql[1200];
-    int found = 0;
     quoted(db->conn, qc, consumer);
     quoted(db->conn, qk, key);
+    /* The key's row first, as a hold and a replay's naming take it: what
+     * is read below is all there is until this commits. */
+    snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_key WHERE consumer_name = %s AND "
+             "order_key = %s FOR UPDATE", qc, qk);
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
+        return rollback_fail(db);
+    mysql_free_result(res);
     if (forget_consumed(db, qc, qk, e))
         return rollback_fail(db);
-    snprintf(sql, sizeof sql, "SELECT EXISTS (SELECT 1 FROM consumer_held_event WHERE "
-             "consumer_name = %s AND order_key = %s)", qc, qk);
-    long long n = scalar(db, sql, &found, e);
-    if (n < 0)
+    snprintf(sql, sizeof sql, "SELECT event_id FROM consumer_held_event WHERE consumer_name = %s "
+             "AND order_key = %s ORDER BY hold_seq LIMIT 1", qc, qk);
+    if (!(res = sc_db_select(db, sql, e)))
         return rollback_fail(db);
-    return sc_db_commit(db, e) ? rollback_fail(db) : (long)n;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    long n = row != NULL;
+    snprintf(first, 37, "%s", row && row[0] ? row[0] : "");
+    mysql_free_result(res);
+    /* Free: its replay is over, and the key's next hold has none in flight
+     * (its later events are dead-lettered as held until the next replay). */
+    snprintf(sql, sizeof sql, "UPDATE consumer_held_key SET replay_token = NULL WHERE "
+             "consumer_name = %s AND order_key = %s", qc, qk);
+    if (n == 0 && sc_db_query(db, sql, e))
+        return rollback_fail(db);
+    return sc_db_commit(db, e) ? rollback_fail(db) : n;
 }
 
 int sc_db_held_lock_events(struct sc_db *db, const char *consumer, const char *key,

@@ -30,15 +30,18 @@ int sc_db_held_read(struct sc_db *db, const char *consumer, const char *const *k
  * event keeps the number it had (a copy dead-lettered again, a late
  * duplicate), else gets the key's next; *seq gets it. token: the replay
  * token of a copy that ran and failed again ("" for any other dead letter):
- * when it is the key's current replay's, that replay ends there. current
+ * when it is the key's current replay's, that replay ends there; a key with
+ * no held event left has no replay either (a token is cleared). current
  * (room 37) gets the key's replay token as the hold commits ("" for none).
  * Returns 0, or -1 with e filled (rolled back). */
 int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, const char *event_id,
                     const char *token, int64_t *seq, char *current, struct sc_db_err *e);
 
 /* Forgets key's held events that are consumed, then says whether any is
- * left (1; 0: the key is free), or -1 with e filled. Commits. */
-long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key,
+ * left (1, first (room 37) gets the first of them; 0: the key is free, and
+ * its replay token is cleared in the same transaction), or -1 with e
+ * filled. Commits. */
+long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key, char *first,
                      struct sc_db_err *e);
 
 /* One held event of a key, for `sidecar dlq replay --key`. */

@@ -12,6 +12,8 @@
  *   LOCK_WAIT     locks t_locks row 3 (held by the test): RETRY on a lock wait
  *   KEEP...       (any type starting so) a t_event_seen row of exactly what the
  *                 handler was given: every attribute and data, byte for byte
+ *   KEEP_BLOCKED...  RETRY while the file $SC_TEST_BLOCK_FILE exists, then KEEP
+ *   KEEP_FLAKY<n>...  RETRY on the first n calls for an event id, then KEEP
  *   ORDERED       a t_order_seen row (subject, eventversion) whose AUTO_INCREMENT
  *                 number tells the order the effects were applied in
  *   ORDERED_BLOCKED  RETRY while the file $SC_TEST_BLOCK_FILE exists, then ORDERED
@@ -126,6 +128,17 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
     }
     if (strcmp(ev->type, "ORDERED") == 0)
         return ordered(conn, ev, reason, len);
+    if (strncmp(ev->type, "KEEP_BLOCKED", 12) == 0) {
+        const char *block = getenv("SC_TEST_BLOCK_FILE");
+        if (block && access(block, F_OK) == 0) {
+            snprintf(reason, len, "blocked while %s exists (call %d)", block, calls);
+            return SC_HANDLER_RETRY;
+        }
+    }
+    if (strncmp(ev->type, "KEEP_FLAKY", 10) == 0 && calls <= atoi(ev->type + 10)) {
+        snprintf(reason, len, "flaky call %d", calls);
+        return SC_HANDLER_RETRY;
+    }
     if (strncmp(ev->type, "KEEP", 4) == 0)
         return keep(conn, ev, reason, len);
     if (strcmp(ev->type, "FLAKY") == 0 && calls <= 2) {

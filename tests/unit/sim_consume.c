@@ -19,12 +19,21 @@
  *                                          events run beside its head (must fail)
  *   --no-replays                           held keys are never replayed (the schedules
  *                                          as they were before replays)
+ *   --stale-token                          the held keys' stand-in keeps a freed key's
+ *                                          replay token (must fail)
  *
  * Ordered schedules (consumers[].ordering) drive the per-key scheduler
  * (consume/order.c) in front of the same batch code: deliveries are held in
  * hand, a batch takes at most one per key, retries run in place after their
  * delay on a simulated clock, and per key nothing may commit while an
- * earlier event of the key is unresolved.
+ * earlier event of the key is unresolved. With held keys an operator
+ * replays them now and then, and in half of those schedules one key keeps
+ * receiving events: its later ones are published once a replay freed it,
+ * and one of them is refused once, so the key is held again. Deliveries of
+ * a key whose replay is in flight wait in hand for it (the real held.c
+ * decides, the real order.c lets the replay's copies past them) or go
+ * behind it; none may wait for, or go round behind, a replay that is not
+ * in flight (named, the key not free since).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -57,6 +66,7 @@ static int no_batches; /* --no-batches: the schedules as they were before batch 
 static int no_ordered; /* --no-ordered: the schedules as they were before per-key order */
 static int break_order; /* --break-order: the scheduler ignores keys (the simulation must catch it) */
 static int no_replays; /* --no-replays: held keys are never replayed (the schedules as they were) */
+static int stale_token; /* --stale-token: a freed key keeps its replay token (must be caught) */
 
 static uint64_t next_u64(void)
 {
@@ -187,6 +197,15 @@ struct world {
     int key_token[MAX_EVENTS]; /* consumer_held_key.replay_token per key, 0: none */
     int64_t hold_seq;
     int next_token, n_replays; /* the operator's `dlq replay --key` runs */
+    int live[MAX_EVENTS];      /* per key the replay the operator has in flight: named, and
+                                  the key not free since (0: none) */
+    /* A key that keeps receiving events: its first event and its first late
+     * one are refused once by the handler (faults or not), and its late ones
+     * are published once a replay has freed it, so that it is held again. */
+    int late_key;              /* -1: none */
+    int late_evs[MAX_EVENTS], n_late, late_sent;
+    int reject_first[MAX_EVENTS], rejected[MAX_EVENTS];
+    int freed[MAX_EVENTS];     /* per key: a replay freed it */
     uint64_t replay_rng;
     /* the verdict */
     char failure[512];
@@ -198,7 +217,8 @@ static struct world W;
 static struct {
     unsigned long long batch_deliveries, member_copies, batch_acked_mixed, batch_returned;
     unsigned long long ordered_schedules, in_place_retries, waited_behind;
-    unsigned long long replays, replay_copies, sent_behind;
+    unsigned long long replays, replay_copies, sent_behind, freed_by_replay, held_again;
+    unsigned long long waited_for_replay;
 } stats;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -259,6 +279,9 @@ static void check_order(int ev)
                  ev, W.key[ev], e);
 }
 
+static int held_first(int k);
+static void publish_late(void);
+
 static void apply_ops(void)
 {
     for (int i = 0; i < W.n_ops; i++) {
@@ -270,6 +293,15 @@ static void apply_ops(void)
         } else {
             check_order(o->ev);
             W.effects[o->ev]++;
+            /* Its last held event applied: the key is free, its replay over. */
+            int k = W.key[o->ev];
+            if (W.hold && k >= 0 && W.live[k] && held_first(k) < 0) {
+                W.live[k] = 0;
+                W.freed[k] = 1;
+                stats.freed_by_replay++;
+                if (k == W.late_key)
+                    publish_late();
+            }
         }
     }
     W.n_ops = 0;
@@ -633,6 +665,12 @@ static int db_held_hold(struct worker *w, const char *key, const char *event_id,
     int k = key_index(key), ev = event_of(event_id);
     if (k >= 0 && k < MAX_EVENTS && token_of(token) && token_of(token) == W.key_token[k])
         W.key_token[k] = 0; /* a copy of the current replay failed again: the replay ends */
+    if (k >= 0 && k < MAX_EVENTS && held_first(k) < 0 && W.freed[k]) {
+        stats.held_again++;
+        W.freed[k] = 0;
+    }
+    if (!stale_token && k >= 0 && k < MAX_EVENTS && held_first(k) < 0)
+        W.key_token[k] = 0; /* nothing held: no replay in flight (one left by a crash) */
     if (!W.held_seq[ev])
         W.held_seq[ev] = (int)++W.hold_seq;
     *seq = W.held_seq[ev];
@@ -643,7 +681,7 @@ static int db_held_hold(struct worker *w, const char *key, const char *event_id,
     return 0;
 }
 
-static long db_held_left(struct worker *w, const char *key, struct sc_db_err *e)
+static long db_held_left(struct worker *w, const char *key, char *first, struct sc_db_err *e)
 {
     (void)w;
     if (statement_fault(1, e))
@@ -652,7 +690,11 @@ static long db_held_left(struct worker *w, const char *key, struct sc_db_err *e)
     ok_statement();
     txn_end(0); /* ended with its COMMIT */
     W.status_in_trans = 0;
-    return k >= 0 && k < MAX_EVENTS && held_first(k) >= 0;
+    int next = k >= 0 && k < MAX_EVENTS ? held_first(k) : -1, left = next >= 0;
+    snprintf(first, 37, "%s", left ? ids[next] : "");
+    if (!left && !stale_token && k >= 0 && k < MAX_EVENTS)
+        W.key_token[k] = 0; /* freed: its replay token cleared in the same transaction */
+    return left;
 }
 
 /* ---- the stand-in handler --------------------------------------------------- */
@@ -735,6 +777,12 @@ static void violate(int ev, int in_batch_call)
 
 static sc_handler_status run_handler(int ev, char *reason, size_t len)
 {
+    if (W.reject_first[ev] && !W.rejected[ev]) {
+        W.rejected[ev] = 1;
+        say("  handler: REJECT (event %d, the first time it runs)", ev);
+        snprintf(reason, len, "not this time");
+        return SC_HANDLER_REJECT;
+    }
     if (W.always_retry) {
         snprintf(reason, len, "not now");
         return SC_HANDLER_RETRY;
@@ -894,6 +942,11 @@ static int publish(struct worker *w, const struct item *it, int to_dlq)
             keep ? "stored" : "lost");
     }
     if (keep) {
+        if (to_dlq == 2 && ev >= 0 && W.key[ev] >= 0 &&
+            token_of(it->dl->behind_replay) != W.live[W.key[ev]])
+            fail("event %d of key %d sent round behind replay %d, but the replay in flight is "
+                 "%d (0: none; the key was freed since)", ev, W.key[ev],
+                 token_of(it->dl->behind_replay), W.live[W.key[ev]]);
         if (to_dlq == 2 && W.n_queue < MAX_MSGS) {
             /* Behind the key's replay: to the end of the stream, its token. */
             W.queue[W.n_queue++] = (struct msg){.ev = ev, .attempt = 1,
@@ -1108,6 +1161,7 @@ static void deliver(struct delivery *dl, int slot, struct msg m)
     dl->refused = NULL;
     dl->key = dl->event_id = NULL;
     dl->replay_token = "";
+    dl->behind_replay[0] = 0; /* an ordered schedule's, never an unordered one's */
     deliver_env(&dl->env, bodies[slot], sizeof bodies[slot], headers[slot], member_spans[slot], m);
 }
 
@@ -1154,9 +1208,17 @@ static void check_store(void)
 
 /* An event still on its way: in the queue, waiting out a retry delay, or in
  * a worker's hands. */
+static int unpublished(int ev)
+{
+    for (int j = 0; j < W.n_late && !W.late_sent; j++)
+        if (W.late_evs[j] == ev)
+            return 1;
+    return 0;
+}
+
 static int on_its_way(int ev)
 {
-    int yes = 0;
+    int yes = unpublished(ev); /* the producer still has it */
     for (int i = 0; i < W.n_queue; i++)
         yes |= msg_has(&W.queue[i], ev);
     for (int i = 0; i < W.n_delayed; i++)
@@ -1364,6 +1426,64 @@ static void add_order(uint64_t seed)
     rng = main_rng;
 }
 
+/* A held key that keeps receiving events, drawn from a stream of its own
+ * so that every other schedule stays as it was: one key's last events are
+ * held back from the queue and published once a replay has freed the key;
+ * its first event, and the first of the late ones, are refused the first
+ * time they run, so the key is held, replayed, freed and held again. */
+static void add_late(uint64_t seed)
+{
+    uint64_t main_rng = rng;
+    rng = seed ^ 0x1a7e0a881e5ULL;
+    W.late_key = -1;
+    if (!W.hold || no_replays || !chance(50)) {
+        rng = main_rng;
+        return;
+    }
+    int k = W.key[pick(W.n_events)], evs[MAX_EVENTS], ne = 0;
+    for (int r = 0; r < MAX_MSGS && k >= 0; r++)
+        for (int e = 0; e < W.n_events; e++)
+            if (W.key[e] == k && W.rank[e] == r)
+                evs[ne++] = e;
+    if (ne < 3) {
+        rng = main_rng;
+        return;
+    }
+    W.late_key = k;
+    W.reject_first[evs[0]] = 1;
+    int from = 1 + pick(ne - 2);
+    for (int i = from; i < ne; i++)
+        W.late_evs[W.n_late++] = evs[i];
+    W.reject_first[evs[from]] = 1;
+    /* Out of the queue (every copy of them) until the key is freed. */
+    for (int i = 0; i < W.n_queue; i++)
+        for (int j = 0; j < W.n_late; j++)
+            if (W.queue[i].n_mem == 0 && W.queue[i].ev == W.late_evs[j]) {
+                memmove(&W.queue[i], &W.queue[i + 1], sizeof W.queue[0] * (size_t)(W.n_queue - i - 1));
+                W.n_queue--;
+                i--;
+                break;
+            }
+    for (int j = 0; j < W.n_late; j++)
+        W.rank[W.late_evs[j]] = MAX_MSGS + j;
+    rng = main_rng;
+}
+
+static void publish_late(void)
+{
+    if (W.late_sent || W.n_queue + W.n_late > MAX_MSGS)
+        return;
+    W.late_sent = 1;
+    say("  producer: key %d freed, its %d later events published", W.late_key, W.n_late);
+    for (int j = 0; j < W.n_late; j++)
+        W.queue[W.n_queue++] = (struct msg){.ev = W.late_evs[j], .attempt = 1};
+}
+
+static int late_pending(void)
+{
+    return W.late_key >= 0 && !W.late_sent && W.n_replays < 4;
+}
+
 /* The operator's `sidecar dlq replay --key` (admin_dlq_key.c), as the
  * consumer sees it: a held key's held events not consumed, in their order,
  * up to the first the DLQ has no copy of, each copy taken off the DLQ and
@@ -1402,7 +1522,7 @@ static void replay_a_key(void)
     if (!upto || W.n_queue + upto > MAX_MSGS)
         return;
     int sent = rpick(5) == 0 ? rpick(upto + 1) : upto;
-    W.key_token[k] = ++W.next_token;
+    W.key_token[k] = W.live[k] = ++W.next_token;
     W.n_replays++;
     stats.replays++;
     say("  operator: replay of key %d (token %d): %d of its %d held events%s", k, W.next_token,
@@ -1411,6 +1531,25 @@ static void replay_a_key(void)
         W.dlq[evs[i]]--;
         W.queue[W.n_queue++] = (struct msg){.ev = evs[i], .attempt = 1, .token = W.next_token};
         stats.replay_copies++;
+    }
+}
+
+/* A delivery starts (or goes on) waiting in hand only for a replay in
+ * flight: named, and its key not free since. (Once waiting it may outlive
+ * the replay by a poll: a COMMIT whose answer was lost freed the key
+ * unknown to the consumer.) */
+static void check_waiting(const struct sc_order *o, const int *was, int n_was, const int *idx,
+                          int n)
+{
+    for (int a = 0; a < n_was; a++) {
+        int stays = 0;
+        for (int b = 0; b < n; b++)
+            stays |= idx[b] == was[a];
+        const struct sc_order_slot *s = &o->slots[was[a]];
+        int k = s->kind == SC_ORDER_KEYED ? key_index(s->key) : -1;
+        if (!stays && k >= 0 && k < MAX_EVENTS && !W.live[k])
+            fail("a delivery of key %d waits in hand for a replay, but none is in flight (the "
+                 "key was freed since, or never replayed)", k);
     }
 }
 
@@ -1459,7 +1598,7 @@ static void run_ordered(struct worker *w, int fault_batches)
                 sl->hash = sc_order_hash(sl->key);
             }
         }
-        if (o.n == 0 && W.n_queue == 0)
+        if (o.n == 0 && W.n_queue == 0 && !late_pending())
             break;
         int64_t next_due;
         int n = sc_order_pick(&o, W.now_ms, 1 + pick(BATCH_MAX), idx, &next_due);
@@ -1475,6 +1614,19 @@ static void run_ordered(struct worker *w, int fault_batches)
             say("  the held keys could not be read: a new session, nothing runs");
             new_session("held keys unread");
             continue;
+        }
+        if (W.hold) {
+            int before = n, was[BATCH_MAX];
+            memcpy(was, idx, sizeof was);
+            n = sc_held_wait(&kcfg, &o, idx, dls, n, W.now_ms);
+            stats.waited_for_replay += (unsigned long long)(before - n);
+            if (before > n)
+                say("  %d wait in hand for their keys' replays", before - n);
+            check_waiting(&o, was, before, idx, n);
+            if (n == 0) {
+                W.now_ms += pick(500);
+                continue;
+            }
         }
         W.n_batch_evs = 0;
         for (int j = 0; j < n; j++)
@@ -1551,6 +1703,7 @@ static int run_schedule(uint64_t seed)
         W.queue[j] = t;
     }
     add_order(seed);
+    add_late(seed);
     W.replay_rng = seed ^ 0x5eed0fa11ed0beefULL;
     if (!W.ordered)
         add_batch_messages(seed);
@@ -1629,9 +1782,9 @@ static int run_schedule(uint64_t seed)
         if (W.dl[i].st == DS_UNACKED)
             fail("delivery tag %llu never settled", (unsigned long long)W.dl[i].tag);
     for (int ev = 0; ev < W.n_events && !W.failure[0]; ev++)
-        if (W.effects[ev] != 1 && !W.dlq[ev] && !W.involved[ev])
+        if (W.effects[ev] != 1 && !W.dlq[ev] && !W.involved[ev] && !unpublished(ev))
             fail("event %d lost: no effect and no dead letter", ev);
-    if (W.poison >= 0 && !W.failure[0] && !W.involved[W.poison] &&
+    if (W.poison >= 0 && !W.failure[0] && !W.involved[W.poison] && !unpublished(W.poison) &&
         (W.effects[W.poison] || !W.dlq[W.poison]))
         fail("the poison event was not dead-lettered after max_attempts");
     if (W.n_malformed_sent && !W.dlq[W.n_events] && !W.failure[0])
@@ -1663,9 +1816,12 @@ int main(int argc, char **argv)
             no_replays = 1;
         } else if (strcmp(argv[i], "--break-order") == 0) {
             break_order = 1;
+        } else if (strcmp(argv[i], "--stale-token") == 0) {
+            stale_token = 1;
         } else {
             fprintf(stderr, "usage: %s [--seeds N] [--first S] | --seed S [--verbose] "
-                    "[--no-batches] [--no-ordered] [--break-order]\n", argv[0]);
+                    "[--no-batches] [--no-ordered] [--no-replays] [--break-order] "
+                    "[--stale-token]\n", argv[0]);
             return 2;
         }
     }
@@ -1740,8 +1896,10 @@ int main(int argc, char **argv)
     printf("# per-key order: %llu ordered schedules, %llu retries in place, %llu deliveries "
            "waited in hand behind their key's head or its delay\n", stats.ordered_schedules,
            stats.in_place_retries, stats.waited_behind);
-    printf("# held keys: %llu replays (%llu copies), %llu deliveries sent behind a replay in "
-           "flight\n", stats.replays, stats.replay_copies, stats.sent_behind);
+    printf("# held keys: %llu replays (%llu copies), %llu freed a key, %llu keys held again "
+           "after that; while a replay was in flight %llu deliveries waited in hand for it, %llu "
+           "were sent behind it\n", stats.replays, stats.replay_copies, stats.freed_by_replay,
+           stats.held_again, stats.waited_for_replay, stats.sent_behind);
     if (failed)
         printf("not ok %d - consumer core simulation: %llu of %llu schedules broke an invariant "
                "(first: seed %llu)\n", one ? 1 : 3, (unsigned long long)failed, (unsigned long long)count,
