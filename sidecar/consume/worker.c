@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/db_durability.h"
 #include "lifecycle.h"
 #include "log.h"
 
@@ -44,11 +45,14 @@ static int db_writable(struct worker *w, struct sc_db_err *e)
     return -1;
 }
 
+/* Every new session asks its node's durability settings again (a failover,
+ * or a server whose settings changed since the last session): an ack is
+ * only as durable as the COMMIT before it. */
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
-    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e) ||
-                 db_writable(w, e);
+    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_durability_session(&w->db, e) ||
+                 sc_db_prepare_consumer(&w->db, e) || db_writable(w, e);
     sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
     return failed ? -1 : 0;
 }

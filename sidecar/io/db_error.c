@@ -81,12 +81,12 @@ const char *sc_db_error_class_name(enum sc_db_error_class c)
 {
     static const char *const names[] = {"none",       "duplicate", "deadlock",
                                         "lock wait",  "connection", "failure",
-                                        "not writable", "savepoint gone"};
+                                        "not writable", "savepoint gone", "not durable"};
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
 }
 
 int sc_db_error_is_transient(enum sc_db_error_class c)
 {
     return c == SC_DBERR_DEADLOCK || c == SC_DBERR_LOCK_WAIT || c == SC_DBERR_CONNECTION ||
-           c == SC_DBERR_NOT_WRITABLE;
+           c == SC_DBERR_NOT_WRITABLE || c == SC_DBERR_NOT_DURABLE;
 }

@@ -23,6 +23,9 @@ enum sc_db_error_class {
     SC_DBERR_SAVEPOINT_GONE, /* 1305 on the sidecar's own savepoint statement: the
                                 transaction it was set in is gone (assigned by the caller,
                                 never by sc_db_classify: 1305 also names a missing procedure) */
+    SC_DBERR_NOT_DURABLE, /* a session refused because the node's settings let a COMMIT
+                             be lost in a crash (db_durability.h; assigned by that
+                             check, never by sc_db_classify) */
 };
 
 /* Copies the key name of a 1062 message (after the last "for key '", up to

@@ -5,6 +5,7 @@
 #include "io/schema.h"
 
 #include "config.h"
+#include "io/db_durability.h"
 #include "log.h"
 
 #include <mysql.h>
@@ -117,6 +118,8 @@ int sc_schema_check(struct sc_db *db, int parts, char *why, size_t why_len, stru
 
 int sc_schema_startup(const struct sc_config *cfg, int parts)
 {
+    if (sc_db_durability_startup(cfg))
+        return 2;
     struct sc_db db = {0};
     struct sc_db_err e = {0};
     char why[512];
