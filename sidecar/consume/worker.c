@@ -32,16 +32,20 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up)
  * Returns 0, or -1 with e filled (class "not writable" when it is read-only). */
 static int db_writable(struct worker *w, struct sc_db_err *e)
 {
-    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only", e);
+    /* innodb_read_only too: its writes fail with 1036 while read_only says 0. */
+    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only, @@global.innodb_read_only", e);
     if (!res)
         return -1;
     MYSQL_ROW row = mysql_fetch_row(res);
     int read_only = row && row[0] && strcmp(row[0], "0") != 0;
+    int innodb = row && row[1] && strcmp(row[1], "0") != 0;
     mysql_free_result(res);
-    if (!read_only)
+    if (!read_only && !innodb)
         return 0;
-    *e = (struct sc_db_err){.code = 1290, .sqlstate = "HY000", .cls = SC_DBERR_NOT_WRITABLE};
-    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.read_only = 1)");
+    *e = (struct sc_db_err){.code = read_only ? 1290 : 1036, .sqlstate = "HY000",
+                            .cls = SC_DBERR_NOT_WRITABLE};
+    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.%s = 1)",
+             read_only ? "read_only" : "innodb_read_only");
     return -1;
 }
 

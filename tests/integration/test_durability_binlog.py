@@ -13,7 +13,10 @@ stopped and removed at the end:
    innodb_flush_log_at_trx_commit, wsrep_sync_wait and the pc.* options and
    passes; pc.ignore_sb=true (SET GLOBAL wsrep_provider_options) and then
    innodb_flush_log_at_trx_commit=2 on that node are refused by check and
-   consume, each named."""
+   consume, each named;
+3. restarted with innodb_read_only, since the server is there: a write fails
+   with 1036 (1836 is only its warning), read_only still says 0, and a
+   consumer does not consume on it (its session's probe asks both)."""
 import ctypes
 import shutil
 import socket
@@ -199,6 +202,22 @@ try:
     finally:
         srv.sql("SET GLOBAL wsrep_provider_options = 'pc.ignore_sb=false'", check=False)
         srv.sql("SET GLOBAL innodb_flush_log_at_trx_commit = 1", check=False)
+
+    srv.stop()
+    srv.start("--sync-binlog=1", "--innodb-read-only")
+    r = srv.sql("INSERT INTO consumed_event (consumer_name, event_id, consumed_at) "
+                "VALUES ('x', 'y', UTC_TIMESTAMP(6))", check=False, database="app")
+    ok(r.returncode != 0 and "ERROR 1036" in r.stderr and "is read only" in r.stderr,
+       f"innodb_read_only: a write fails with 1036 ({r.stderr.strip()})")
+    is_eq(srv.sql("SELECT @@GLOBAL.read_only").stdout.strip(), "0", "while read_only says 0")
+    s = Sidecar(mysql_url=url, consumer_extra={"name": "dur2-ro-" + suffix()})
+    s.start(wait=False)
+    ok(wait_until(lambda: any("read-only (@@global.innodb_read_only = 1)" in l.get("msg", "")
+                              for l in s.lines()), timeout=30),
+       "a consumer's session on it is refused as read-only", detail=s.text()[-2000:])
+    ok(not any(l.get("msg", "").startswith("worker 0 consuming") for l in s.lines()),
+       "and it does not consume there")
+    is_eq(s.stop(), 0, "stops cleanly")
 finally:
     srv.stop()
     shutil.rmtree(srv.dir, ignore_errors=True)
