@@ -129,8 +129,9 @@ int sc_db_durability_session(struct sc_db *db, struct sc_db_err *e)
     return sc_db_durability_check(db, &s, 0, e);
 }
 
-int sc_db_durability_startup(const struct sc_config *cfg)
+int sc_db_durability_startup(const struct sc_config *cfg, size_t *reached)
 {
+    *reached = 0;
     size_t n = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
     size_t rotation = sc_db_rotation(); /* the workers' first connect must not move */
     int refused = 0;
@@ -151,6 +152,7 @@ int sc_db_durability_startup(const struct sc_config *cfg)
             continue;
         }
         db.node = (int)i;
+        (*reached)++;
         if (sc_db_settings_read(&db, &s, &e))
             sc_warn("mysql node %zu (%s): durability not checked at start: error %u: %s; it is "
                     "checked at every session", i, db.endpoint, e.code, e.msg);

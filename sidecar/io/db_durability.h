@@ -50,9 +50,9 @@ int sc_db_durability_check(struct sc_db *db, const struct sc_db_settings *s, int
 int sc_db_durability_session(struct sc_db *db, struct sc_db_err *e);
 
 /* At start-up (consume, relay): every configured node that answers is
- * checked. Returns 0, or 2 after logging each node and setting refused (the
- * process refuses to start). A node that does not answer now is checked
- * when a session first reaches it. */
-int sc_db_durability_startup(const struct sc_config *cfg);
+ * checked (*reached counts them). Returns 0, or 2 after logging each node
+ * and setting refused (the process refuses to start). A node that does not
+ * answer now is checked when a session first reaches it. */
+int sc_db_durability_startup(const struct sc_config *cfg, size_t *reached);
 
 #endif
