@@ -22,10 +22,6 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up)
     *mine = up;
 }
 
-/* Replaces the worker's database session (whatever is left of it is closed)
- * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
- * lock waits) and its statements prepared, the gauge following. Returns 0,
- * or -1 with e filled. The one way every caller makes the session. */
 /* A node that is read-only (a replica, a primary during a failover) takes the
  * session but none of its claims: ask before consuming on it, so a held batch
  * waits for a writable node instead of meeting 1290 on every delivery.
@@ -49,9 +45,13 @@ static int db_writable(struct worker *w, struct sc_db_err *e)
     return -1;
 }
 
-/* Every new session asks its node's durability settings again (a failover,
- * or a server whose settings changed since the last session): an ack is
- * only as durable as the COMMIT before it. */
+/* Replaces the worker's database session (whatever is left of it is closed)
+ * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
+ * lock waits) and its statements prepared, the gauge following. Returns 0,
+ * or -1 with e filled. The one way every caller makes the session. Each
+ * new session reads its node's durability settings again (a failover, a
+ * server whose settings changed since the last one): an ack is only as
+ * durable as the COMMIT before it. */
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
