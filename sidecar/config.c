@@ -102,6 +102,14 @@ static const struct field mysql_fields[] = {
      .help = "client certificate (with `tls_key`)"},
     {.key = "tls_key", .type = F_STR, .off = CFG(mysql_tls_key),
      .help = "client key (with `tls_cert`)"},
+    {.key = "allow_unsafe_durability", .type = F_INT, .off = CFG(mysql_allow_unsafe_durability),
+     .min = 0, .max = 1, .def_doc = "`false`",
+     .help = "`true`: `consume` and `relay` start and run on a database node whose settings can lose "
+             "a committed transaction in a crash (`innodb_flush_log_at_trx_commit` not 1, "
+             "`sync_binlog` not 1 with the binary log on, Galera's `pc.ignore_sb` or "
+             "`pc.ignore_quorum`), logging each such setting at every start and exporting "
+             "`sidecar_unsafe_durability`; `false` refuses them "
+             "([operations.md](operations.md#durability-of-a-commit))"},
 };
 static const struct field http_fields[] = {
     /* No def_str: left out, each command picks its own (main.c), so a consume
@@ -399,6 +407,11 @@ static int list_add(char ***list, size_t *n, const char *s, size_t len)
 static int parse_int(const json_t *v, const struct field *f, const char *p, int *out, char *err,
                      size_t err_len)
 {
+    /* A 0–1 key is a switch: true and false say so best. */
+    if (json_is_boolean(v) && f->min == 0 && f->max == 1) {
+        *out = json_is_true(v);
+        return 0;
+    }
     if (!json_is_integer(v))
         return fail(err, err_len, "%s: expected integer, got %s", p, json_type_name(v));
     json_int_t i = json_integer_value(v);

@@ -98,6 +98,7 @@ struct sc_config {
     char *mysql_tls_ca, *mysql_tls_cert, *mysql_tls_key;
     int mysql_lock_wait_timeout_s;
     int mysql_connect_timeout_s;
+    int mysql_allow_unsafe_durability; /* start and run on settings that can lose a COMMIT */
     char *http_listen;         /* NULL when not set: the command's own default */
     char *log_level;
     struct sc_consumer_config *consumers;

@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include "io/db_durability.h"
 #include "otel.h"
 
 #include <pthread.h>
@@ -93,6 +94,46 @@ void sc_metrics_endpoint(const char *name, const char *server, int node, const c
     pthread_mutex_unlock(&endpoints_lock);
 }
 
+/* The durability finding of each database node checked, kept by node: the
+ * one place the gauge is set. */
+struct durability_slot {
+    int node;
+    char endpoint[160];
+    unsigned unsafe;
+};
+static struct durability_slot *durability;
+static size_t n_durability, cap_durability;
+static atomic_ullong durability_refused[SC_DUR_COUNT];
+static pthread_mutex_t durability_lock = PTHREAD_MUTEX_INITIALIZER;
+
+long sc_metrics_durability(int node, const char *endpoint, unsigned unsafe)
+{
+    long previous = -1;
+    pthread_mutex_lock(&durability_lock);
+    size_t i = 0;
+    while (i < n_durability && durability[i].node != node)
+        i++;
+    if (i < n_durability)
+        previous = (long)durability[i].unsafe;
+    if (i < n_durability ||
+        grow((void **)&durability, &cap_durability, n_durability, sizeof *durability) == 0) {
+        if (i == n_durability)
+            n_durability++;
+        durability[i].node = node;
+        snprintf(durability[i].endpoint, sizeof durability[i].endpoint, "%s", endpoint);
+        durability[i].unsafe = unsafe;
+    }
+    pthread_mutex_unlock(&durability_lock);
+    return previous;
+}
+
+void sc_metrics_durability_refused(unsigned unsafe)
+{
+    for (int k = 0; k < SC_DUR_COUNT; k++)
+        if (unsafe & (1u << k))
+            atomic_fetch_add(&durability_refused[k], 1);
+}
+
 void sc_hist_init(struct sc_hist *h, const double *bounds, int n)
 {
     memset(h, 0, sizeof *h);
@@ -165,6 +206,13 @@ void sc_metrics_reset(void)
     thread_names = NULL;
     n_endpoints = cap_endpoints = n_thread_names = cap_thread_names = 0;
     pthread_mutex_unlock(&endpoints_lock);
+    pthread_mutex_lock(&durability_lock);
+    free(durability);
+    durability = NULL;
+    n_durability = cap_durability = 0;
+    for (int k = 0; k < SC_DUR_COUNT; k++)
+        atomic_store(&durability_refused[k], 0);
+    pthread_mutex_unlock(&durability_lock);
 }
 
 struct out {
@@ -377,6 +425,24 @@ char *sc_metrics_render(void)
              esc(worker, e, sizeof e), ep->server, ep->node, esc(ep->endpoint, ee, sizeof ee));
     }
     pthread_mutex_unlock(&endpoints_lock);
+    pthread_mutex_lock(&durability_lock);
+    if (n_durability > 0) {
+        emit(&o, "# HELP sidecar_unsafe_durability 1 for each setting the last check of a database "
+                 "node found not durable (a COMMIT it acknowledged can be lost in a crash), 0 once "
+                 "it is durable.\n# TYPE sidecar_unsafe_durability gauge\n");
+        for (size_t i = 0; i < n_durability; i++)
+            for (int k = 0; k < SC_DUR_COUNT; k++)
+                emit(&o, "sidecar_unsafe_durability{setting=\"%s\",node=\"%d\",endpoint=\"%s\"} %d\n",
+                     sc_dur_setting_names[k], durability[i].node,
+                     esc(durability[i].endpoint, e, sizeof e), (int)((durability[i].unsafe >> k) & 1u));
+        emit(&o, "# HELP sidecar_durability_refused_total Database sessions refused because their "
+                 "node was not durable (mysql.allow_unsafe_durability false).\n"
+                 "# TYPE sidecar_durability_refused_total counter\n");
+        for (int k = 0; k < SC_DUR_COUNT; k++)
+            emit(&o, "sidecar_durability_refused_total{setting=\"%s\"} %llu\n", sc_dur_setting_names[k],
+                 atomic_load(&durability_refused[k]));
+    }
+    pthread_mutex_unlock(&durability_lock);
     return o.p;
 }
 

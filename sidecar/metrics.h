@@ -68,6 +68,17 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id);
  * Shown as sidecar_endpoint{worker,server,node,endpoint} 1. */
 void sc_metrics_endpoint(const char *name, const char *server, int node, const char *endpoint);
 
+/* Records what the last durability check of database node `node`
+ * (endpoint its host:port) found: one bit per setting (sc_dur_setting,
+ * io/db_durability.h) that is not durable. Shown as
+ * sidecar_unsafe_durability{setting,node,endpoint} 0 or 1. Returns the
+ * previous finding of that node, or -1 when it had none. */
+long sc_metrics_durability(int node, const char *endpoint, unsigned unsafe);
+
+/* Counts a session refused for the settings in unsafe:
+ * sidecar_durability_refused_total{setting}. */
+void sc_metrics_durability_refused(unsigned unsafe);
+
 /* Renders every registered metric. Returns a malloc'd string. */
 char *sc_metrics_render(void);
 

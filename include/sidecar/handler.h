@@ -115,14 +115,16 @@ struct sc_handler_v1 {
 
 /* The server errors after which a handler should answer SC_HANDLER_RETRY
  * (the same list the sidecar uses): deadlock 1213 (the whole transaction is
- * gone; also a Galera certification failure), lock wait timeout 1205, lost
- * or killed connections, and a node that cannot take writes for now
- * (read-only during a failover, a Galera node out of the primary component). Anything else is permanent for that event:
- * SC_HANDLER_REJECT with the code and SQLSTATE in the reason. */
+ * gone; also a Galera certification failure), lock wait timeout 1205 (and
+ * MySQL 8's 3572, a NOWAIT lock not granted), lost or killed connections, and
+ * a node that cannot take writes for now (read-only during a failover, a
+ * Galera node out of the primary component). Anything else is permanent for
+ * that event: SC_HANDLER_REJECT with the code and SQLSTATE in the reason. */
 static inline int sc_handler_error_is_transient(unsigned code)
 {
     switch (code) {
     case 1205: /* ER_LOCK_WAIT_TIMEOUT */
+    case 3572: /* ER_LOCK_NOWAIT (MySQL 8: NOWAIT, the statement aborted) */
     case 1213: /* ER_LOCK_DEADLOCK */
     case 1053: /* ER_SERVER_SHUTDOWN */
     case 1927: /* ER_CONNECTION_KILLED (MariaDB) */
@@ -133,6 +135,7 @@ static inline int sc_handler_error_is_transient(unsigned code)
     case 2055: /* CR_SERVER_LOST_EXTENDED */
     case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8) */
     case 1290: /* ER_OPTION_PREVENTS_STATEMENT (--read-only) */
+    case 1036: /* ER_OPEN_AS_READONLY (innodb_read_only) */
     case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
     case 1836: /* ER_READ_ONLY_MODE */
     case 1047: /* ER_UNKNOWN_COM_ERROR (Galera: node not ready) */

@@ -10,6 +10,7 @@
 #include "consume/held.h"
 #include "io/amqp_conn.h"
 #include "io/db.h"
+#include "io/db_durability.h"
 #include "io/db_settings.h"
 #include "io/schema.h"
 #include "log.h"
@@ -18,7 +19,9 @@
 #include "io/url.h"
 
 /* Checks one database node: connects, prints what it runs with. Returns 0,
- * or 1 when it cannot connect or its settings make the relay unsafe. */
+ * or 1 when it cannot connect, its settings make the relay unsafe, or a
+ * COMMIT on it is not durable while the config consumes or relays (and
+ * mysql.allow_unsafe_durability does not allow it). */
 static int check_mysql_node(const struct sc_config *cfg, size_t i)
 {
     struct sc_config one = *cfg; /* the same settings, this node only */
@@ -26,7 +29,7 @@ static int check_mysql_node(const struct sc_config *cfg, size_t i)
     one.mysql_url = url;
     one.mysql_urls = &url;
     one.n_mysql_urls = 1;
-    char where[300], found[400], why[400];
+    char where[300], found[600], why[900];
     sc_url_endpoint(url, where, sizeof where);
     struct sc_db db;
     struct sc_db_err e = {0};
@@ -47,6 +50,22 @@ static int check_mysql_node(const struct sc_config *cfg, size_t i)
         sc_db_settings_caution(&s, why, sizeof why);
         if (why[0])
             printf("mysql: node %zu: caution: %s\n", i, why);
+        struct sc_durability d;
+        sc_durability_eval(&s, &d);
+        sc_durability_describe(&d, why, sizeof why);
+        if (!d.unsafe)
+            ;
+        else if (!cfg->n_consumers && !cfg->relay.present)
+            printf("mysql: node %zu: not durable (no consumer or relay configured here): %s\n", i,
+                   why);
+        else if (cfg->mysql_allow_unsafe_durability)
+            printf("mysql: node %zu: not durable, allowed by mysql.allow_unsafe_durability: %s\n",
+                   i, why);
+        else {
+            fprintf(stderr, "sidecar: mysql node %zu (%s): not durable: %s (or set "
+                    "mysql.allow_unsafe_durability to run on it anyway)\n", i, where, why);
+            rc = 1;
+        }
         if (sc_db_settings_unsafe(&s, why, sizeof why)) {
             if (cfg->relay.present) {
                 fprintf(stderr, "sidecar: mysql node %zu (%s): unsafe for the relay: %s\n", i, where,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/db_durability.h"
 #include "lifecycle.h"
 #include "log.h"
 
@@ -21,34 +22,41 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up)
     *mine = up;
 }
 
-/* Replaces the worker's database session (whatever is left of it is closed)
- * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
- * lock waits) and its statements prepared, the gauge following. Returns 0,
- * or -1 with e filled. The one way every caller makes the session. */
 /* A node that is read-only (a replica, a primary during a failover) takes the
  * session but none of its claims: ask before consuming on it, so a held batch
  * waits for a writable node instead of meeting 1290 on every delivery.
  * Returns 0, or -1 with e filled (class "not writable" when it is read-only). */
 static int db_writable(struct worker *w, struct sc_db_err *e)
 {
-    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only", e);
+    /* innodb_read_only too: its writes fail with 1036 while read_only says 0. */
+    MYSQL_RES *res = sc_db_select(&w->db, "SELECT @@global.read_only, @@global.innodb_read_only", e);
     if (!res)
         return -1;
     MYSQL_ROW row = mysql_fetch_row(res);
     int read_only = row && row[0] && strcmp(row[0], "0") != 0;
+    int innodb = row && row[1] && strcmp(row[1], "0") != 0;
     mysql_free_result(res);
-    if (!read_only)
+    if (!read_only && !innodb)
         return 0;
-    *e = (struct sc_db_err){.code = 1290, .sqlstate = "HY000", .cls = SC_DBERR_NOT_WRITABLE};
-    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.read_only = 1)");
+    *e = (struct sc_db_err){.code = read_only ? 1290 : 1036, .sqlstate = "HY000",
+                            .cls = SC_DBERR_NOT_WRITABLE};
+    snprintf(e->msg, sizeof e->msg, "the database node is read-only (@@global.%s = 1)",
+             read_only ? "read_only" : "innodb_read_only");
     return -1;
 }
 
+/* Replaces the worker's database session (whatever is left of it is closed)
+ * with a fresh one: the sidecar's settings (autocommit off, UTC, bounded
+ * lock waits) and its statements prepared, the gauge following. Returns 0,
+ * or -1 with e filled. The one way every caller makes the session. Each
+ * new session reads its node's durability settings again (a failover, a
+ * server whose settings changed since the last one): an ack is only as
+ * durable as the COMMIT before it. */
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
-    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_prepare_consumer(&w->db, e) ||
-                 db_writable(w, e);
+    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_durability_session(&w->db, e) ||
+                 sc_db_prepare_consumer(&w->db, e) || db_writable(w, e);
     sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
     return failed ? -1 : 0;
 }

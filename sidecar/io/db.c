@@ -130,6 +130,8 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
         if (connect_one(db, cfg, urls[i], e) == 0) {
             next_node = i + 1;
             db->node = (int)i;
+            db->cfg = cfg;
+            snprintf(db->endpoint, sizeof db->endpoint, "%s", where);
             sc_metrics_endpoint(NULL, "mysql", (int)i, where);
             if (n > 1)
                 sc_info("mysql: connected to node %zu of %zu (%s), thread %lu", i, n, where,

@@ -25,6 +25,9 @@ struct sc_db {
     int n_stmts;
     unsigned long thread_id;
     int node;                      /* index in cfg->mysql_urls of the server */
+    char endpoint[300];            /* its host:port, for logs and metrics */
+    const struct sc_config *cfg;   /* what it was connected with (the durability
+                                      policy of its sessions) */
 };
 
 /* Connects (autocommit off, session time zone UTC, bounded lock waits, no

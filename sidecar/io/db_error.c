@@ -54,6 +54,8 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
     case 1062:
         return sc_db_is_consumed_duplicate(err, msg) ? SC_DBERR_DUPLICATE : SC_DBERR_FAILURE;
     case 1205: /* ER_LOCK_WAIT_TIMEOUT */
+    case 3572: /* ER_LOCK_NOWAIT (MySQL 8): the statement only is aborted, as
+                  MariaDB's NOWAIT does with 1205 */
         return SC_DBERR_LOCK_WAIT;
     case 1213: /* ER_LOCK_DEADLOCK */
         return SC_DBERR_DEADLOCK;
@@ -65,6 +67,8 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
                    : SC_DBERR_FAILURE;
     case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
     case 1836: /* ER_READ_ONLY_MODE */
+    case 1036: /* ER_OPEN_AS_READONLY: what a write on an innodb_read_only server
+                  fails with (1836 comes only as its warning) */
         return SC_DBERR_NOT_WRITABLE;
     case 1047: /* ER_UNKNOWN_COM_ERROR, Galera's "WSREP has not yet prepared
                   node for application use" on a non-primary node */
@@ -81,12 +85,12 @@ const char *sc_db_error_class_name(enum sc_db_error_class c)
 {
     static const char *const names[] = {"none",       "duplicate", "deadlock",
                                         "lock wait",  "connection", "failure",
-                                        "not writable", "savepoint gone"};
+                                        "not writable", "savepoint gone", "not durable"};
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
 }
 
 int sc_db_error_is_transient(enum sc_db_error_class c)
 {
     return c == SC_DBERR_DEADLOCK || c == SC_DBERR_LOCK_WAIT || c == SC_DBERR_CONNECTION ||
-           c == SC_DBERR_NOT_WRITABLE;
+           c == SC_DBERR_NOT_WRITABLE || c == SC_DBERR_NOT_DURABLE;
 }

@@ -15,14 +15,19 @@ enum sc_db_error_class {
     SC_DBERR_DEADLOCK,    /* 1213: the server rolled the whole transaction back
                              (also a Galera certification failure) */
     SC_DBERR_LOCK_WAIT,   /* 1205: only the statement was undone (unless the server
-                             runs innodb_rollback_on_timeout) */
+                             runs innodb_rollback_on_timeout); MySQL 8's 3572, a
+                             NOWAIT lock not granted, likewise */
     SC_DBERR_CONNECTION,  /* the connection is gone: outcome of an open commit unknown */
     SC_DBERR_FAILURE,     /* anything else, 1062 on any other key included */
     SC_DBERR_NOT_WRITABLE, /* the node cannot take writes now (read-only 1290/1836/1792,
-                              Galera non-primary 1047): an outage, not the message's fault */
+                              innodb_read_only's 1036, Galera non-primary 1047): an outage,
+                              not the message's fault */
     SC_DBERR_SAVEPOINT_GONE, /* 1305 on the sidecar's own savepoint statement: the
                                 transaction it was set in is gone (assigned by the caller,
                                 never by sc_db_classify: 1305 also names a missing procedure) */
+    SC_DBERR_NOT_DURABLE, /* a session refused because the node's settings let a COMMIT
+                             be lost in a crash (db_durability.h; assigned by that
+                             check, never by sc_db_classify) */
 };
 
 /* Copies the key name of a 1062 message (after the last "for key '", up to

@@ -5,6 +5,7 @@
 #include "io/schema.h"
 
 #include "config.h"
+#include "io/db_durability.h"
 #include "log.h"
 
 #include <mysql.h>
@@ -117,12 +118,22 @@ int sc_schema_check(struct sc_db *db, int parts, char *why, size_t why_len, stru
 
 int sc_schema_startup(const struct sc_config *cfg, int parts)
 {
+    size_t reached = 0;
+    if (sc_db_durability_startup(cfg, &reached))
+        return 2;
     struct sc_db db = {0};
     struct sc_db_err e = {0};
     char why[512];
     size_t rotation = sc_db_rotation();
-    int failed = sc_db_connect(&db, cfg, &e);
+    /* No node answered just now: another round of connect timeouts would
+     * only delay the start. */
+    int failed = reached ? sc_db_connect(&db, cfg, &e) : -1;
     sc_db_set_rotation(rotation);
+    if (!reached) {
+        sc_log(SC_LOG_WARN, NULL, "schema not checked at start: database not reachable; it is "
+               "checked by `sidecar check`");
+        return 0;
+    }
     if (failed) {
         sc_log(SC_LOG_WARN, NULL, "schema not checked at start: database not reachable (error %u: "
                "%s); it is checked by `sidecar check`", e.code, e.msg);

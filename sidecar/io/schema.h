@@ -24,10 +24,11 @@ int sc_schema_check(struct sc_db *db, int parts, char *why, size_t why_len, stru
 
 struct sc_config;
 
-/* At start-up: one connection to the database; when it answers, its schema
- * is checked. Returns 0 (checked, or the database is not reachable now: the
- * workers retry as usual and the check is logged as not done), or 2 after
- * logging what is missing (the process refuses to start). */
+/* At start-up: every node's durability settings (db_durability.h), then
+ * one connection to the database; when it answers, its schema is checked.
+ * Returns 0 (checked, or the database is not reachable now: the workers
+ * retry as usual and the check is logged as not done), or 2 after logging
+ * what is missing or not durable (the process refuses to start). */
 int sc_schema_startup(const struct sc_config *cfg, int parts);
 
 /* The relay's parts for its config (with the ordering index when asked for). */

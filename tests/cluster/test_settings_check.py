@@ -1,5 +1,6 @@
-"""`sidecar check` reads binlog_format, transaction_isolation and wsrep on
-every Galera node and prints them; Galera itself refuses statement-based
+"""`sidecar check` reads binlog_format, transaction_isolation, the durability
+settings (innodb_flush_log_at_trx_commit on every node) and wsrep on every
+Galera node and prints them; Galera itself refuses statement-based
 binlog, so a standalone server with log_bin=ON and binlog_format=STATEMENT
 stands in for the unsafe node: check refuses it for the relay (exit 1,
 naming node and setting), and a relay given that node first refuses it at
@@ -14,7 +15,8 @@ is_eq(rc, 0, "check passes on the healthy cluster")
 for port in (23311, 23312, 23313):
     line = [l for l in out.splitlines() if f"127.0.0.1:{port}" in l and "mysql: connected" in l]
     ok(line and "binlog_format=ROW" in line[0] and "wsrep_on=ON" in line[0] and "wsrep_cluster_size=3" in line[0]
-       and "transaction_isolation=REPEATABLE-READ" in line[0] and "wsrep_cluster_status=Primary" in line[0],
+       and "transaction_isolation=REPEATABLE-READ" in line[0] and "wsrep_cluster_status=Primary" in line[0]
+       and "innodb_flush_log_at_trx_commit=1" in line[0] and "pc.ignore_sb=false" in line[0],
        f"node {port}: settings printed ({line[:1]})", detail=out)
 ok(out.count("amqp: connected to node") == 3, "every broker node checked", detail=out)
 try:

@@ -2,7 +2,10 @@
 - no Erlang crash dump is committed, and the test broker writes its dumps
   into its own folder, never into the caller's checkout;
 - `meson setup` with the tests enabled works on a machine without
-  docker-compose (the compose check is then simply not defined)."""
+  docker-compose (the compose check is then simply not defined);
+- no code or SQL reads or sets tx_isolation by name (@@tx_isolation,
+  SET tx_isolation = ...): MySQL 8.0.3 removed it; transaction_isolation
+  and SET TRANSACTION ISOLATION LEVEL work on both servers."""
 import os
 import shutil
 import subprocess
@@ -28,6 +31,19 @@ dump = os.environ.get("ERL_CRASH_DUMP", "")
 test_dir = os.environ.get("SC_TEST_DIR", "")
 ok(bool(test_dir) and dump.startswith(test_dir + "/"),
    f"the test environment carries ERL_CRASH_DUMP under the servers' folder ({dump!r})")
+
+import re  # noqa: E402
+removed = re.compile(r"@@(?:session\.|global\.)?tx_isolation|\btx_isolation\s*=", re.I)
+hits = []
+for top in ("sidecar", "handlers", "producer", "examples", "include", "sql"):
+    for d, _, files in os.walk(os.path.join(root, top)):
+        for f in files:
+            if f.endswith((".c", ".h", ".sql", ".py", ".go", ".java", ".js", ".sh")):
+                path = os.path.join(d, f)
+                for n, line in enumerate(open(path, errors="replace"), 1):
+                    if removed.search(line):
+                        hits.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
+ok(not hits, "no code uses tx_isolation, the name MySQL 8 removed", "\n".join(hits))
 
 # A PATH with everything but docker-compose.
 shadow = tempfile.mkdtemp(prefix="sc-nocompose-")
