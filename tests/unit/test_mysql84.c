@@ -157,7 +157,7 @@ static struct sc_relay_row row(const char *payload)
  * byte, and prints ", " and ": "; numbers with a fraction are doubles). */
 static void json(void)
 {
-    static const struct sc_relay_params structured = {.exchange = "orders"};
+    static const struct sc_relay_params structured = {.exchange = "orders", .max_message_bytes = 1 << 24};
     /* As the producer wrote it (and as MariaDB returns it, byte for byte). */
     const char *written = "{\"orderId\":1001,\"total\":12.50,\"customer\":{\"name\":\"Ren\\u00e9e\","
                           "\"id\":\"c-7\"},\"items\":[1,2],\"orderId\":1002}";
