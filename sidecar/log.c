@@ -121,6 +121,7 @@ void sc_log(enum sc_log_level level, const struct sc_log_fields *f, const char *
         if (f->redelivered)
             put(&b, ",\"redelivered\":true", 19);
         put_str_field(&b, "message_id", f->message_id);
+        put_str_field(&b, "ce_id", f->ce_id);
         if (f->batch_member > 0)
             put_num_field(&b, "batch_index", (unsigned)(f->batch_member - 1));
         if (f->trace_id && f->trace_id[0]) {

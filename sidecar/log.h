@@ -20,6 +20,8 @@ struct sc_log_fields {
     int redelivered;       /* the broker's redelivered flag, on "received" */
     const char *message_id; /* a plain message's message_id that is not a UUID (event_id
                                is its UUIDv5) */
+    const char *ce_id;      /* a CloudEvents id that is not a UUID (event_id is the UUIDv5
+                               of its source and it) */
     int batch_member;      /* a member of a batch-mode message: its index + 1 (0: not one) */
     /* W3C trace context of the event (NULL or empty: none): its trace id,
      * this process's span handling it, and the span it came from */

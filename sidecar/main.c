@@ -61,7 +61,7 @@ static const struct command commands[] = {
      HTTP_DEFAULT_RELAY, run_relay},
     {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
      0, 1, NULL, run_check},
-    {"inspect", "inspect -c FILE EVENT_ID [--json] | --aggregate TYPE ID [--json]",
+    {"inspect", "inspect -c FILE EVENT_ID [--source SOURCE] [--json] | --aggregate TYPE ID [--json]",
      "the event's state everywhere, or every event of an aggregate in order; exit 1 when "
      "nothing is known", 1, 0, 1, NULL, sc_inspect_run},
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",

@@ -53,15 +53,17 @@ typedef enum sc_handler_status {
 /* The parsed CloudEvents envelope. Strings are NUL-terminated and valid only
  * during the call. Optional attributes are NULL when absent. */
 struct sc_event {
-    const char *id;            /* canonical lowercase UUID, the dedup key */
+    const char *id;            /* canonical lowercase UUID, the dedup key (an id that is not a
+                                  UUID is mapped to one: docs/contract.md) */
     const char *type;          /* event_type, e.g. "ORDER_ACCEPTED" */
     const char *source;        /* aggregate_type, e.g. "ORDER" */
     const char *subject;       /* aggregate_id as a string, or NULL */
     const char *time;          /* RFC 3339, or NULL */
     int64_t eventversion;      /* valid when has_eventversion != 0 */
     int has_eventversion;
-    const char *data_json;     /* the `data` member's JSON text exactly as written in
-                                  the message (numbers keep every digit), or NULL */
+    const char *data_json;     /* the data's JSON text exactly as written in the message
+                                  (numbers keep every digit), or NULL when the event has no
+                                  data or its data is not JSON (see data_bytes below) */
     size_t data_json_len;
 
     /* ---- appended (trace context); set by sidecars from this version on. A
@@ -76,6 +78,22 @@ struct sc_event {
     const char *trace_id;      /* the traceparent's 32 hex digits of trace id */
     const char *span_id;       /* the consumer's own span for this handling (16 hex digits),
                                   a child of the traceparent's parent-id; new per delivery */
+
+    /* ---- appended (data of any content type); read each only when
+     * SC_EVENT_HAS(ev, field) says the sidecar that built the event has it. */
+    const unsigned char *data_bytes; /* the event's data as bytes, whatever its content type,
+                                        or NULL when it has none: for JSON data its text (the
+                                        same bytes as data_json), else data_base64 decoded,
+                                        the binary-mode body, or the content of a string
+                                        `data` whose datacontenttype is not JSON. A NUL
+                                        follows it, but the data may hold NUL bytes itself:
+                                        data_bytes_len is its length */
+    size_t data_bytes_len;
+    const char *datacontenttype;     /* as the event gave it (binary mode: the content_type
+                                        property), or NULL: none given, which means JSON */
+    const char *original_id;         /* the id as the message carried it (a CloudEvents id,
+                                        or a plain message's message_id) before it became
+                                        `id`: the canonical UUID, or the UUIDv5 of a non-UUID */
 };
 
 /* 1 when ev has the appended member `field` (its sidecar set it). */

@@ -10,6 +10,8 @@
 #include "admin/dlq_browse.h"
 #include "consume/order.h"
 #include "consume/republish.h"
+#include "envelope/attributes.h"
+#include "envelope/message.h"
 #include "envelope/uuid_text.h"
 #include "fault.h"
 #include "io/amqp_conn.h"
@@ -68,31 +70,58 @@ static int id_is(const char *s, size_t len, const char *want)
     return (n == len || (n == 64 && len > 64)) && memcmp(s, want, n) == 0;
 }
 
-/* The body's "id" (what the consumer logs), else the message_id property
- * (a plain message's id). */
-static void identify(struct dead *d)
+void sc_dlq_event_id(const amqp_message_t *msg, const struct sc_consumer_config *k,
+                     char event_id[72], char **raw_id)
 {
-    json_t *j = json_loadb(d->msg.body.bytes, d->msg.body.len, 0, NULL);
-    const char *id = j ? json_string_value(json_object_get(j, "id")) : NULL;
-    d->body_id = id ? strdup(id) : NULL;
-    json_decref(j);
-    const amqp_basic_properties_t *p = &d->msg.properties;
-    if (d->body_id)
-        log_form(d->body_id, strlen(d->body_id), d->event_id, sizeof d->event_id);
-    else if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-        log_form(p->message_id.bytes, p->message_id.len, d->event_id, sizeof d->event_id);
-    else
-        snprintf(d->event_id, sizeof d->event_id, "(no id)");
-    d->delivered = sc_amqp_header_int(sc_dlq_headers(p), H_DELIVERY_COUNT, -1);
+    const amqp_basic_properties_t *p = &msg->properties;
+    const struct sc_message m = {.props = p, .body = msg->body, .exchange = amqp_empty_bytes,
+                                 .routing_key = amqp_empty_bytes};
+    const struct sc_envelope_opts o = sc_envelope_opts_for(k);
+    struct sc_message_events evs;
+    char why[512];
+    event_id[0] = 0;
+    *raw_id = NULL;
+    if (sc_message_open(&m, &o, &evs, why, sizeof why) == 0 && evs.n == 1) {
+        struct sc_parsed_event ev;
+        if (sc_message_event(&m, &o, &evs, 0, &ev, why, sizeof why) == 0) {
+            snprintf(event_id, 72, "%s", ev.ev.id);
+            *raw_id = strdup(ev.ev.original_id);
+            sc_event_free(&ev);
+        } else {
+            snprintf(event_id, 72, "%s", ev.log_id);
+            *raw_id = ev.id_from[0] ? strdup(ev.id_from) : NULL;
+        }
+    }
+    sc_message_events_free(&evs);
+    if (!event_id[0] && (o.plain || sc_binary_prefix(&m) < 0)) {
+        json_t *j = json_loadb(msg->body.bytes, msg->body.len, 0, NULL);
+        const char *id = j ? json_string_value(json_object_get(j, "id")) : NULL;
+        if (id) {
+            *raw_id = strdup(id);
+            log_form(id, strlen(id), event_id, 72);
+        }
+        json_decref(j);
+    }
+    if (!event_id[0] && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+        log_form(p->message_id.bytes, p->message_id.len, event_id, 72);
 }
 
-/* want: the --id argument, canonical when a UUID; NULL matches all. */
+static void identify(struct dead *d, const struct sc_consumer_config *k)
+{
+    sc_dlq_event_id(&d->msg, k, d->event_id, &d->raw_id);
+    if (!d->event_id[0])
+        snprintf(d->event_id, sizeof d->event_id, "(no id)");
+    d->delivered = sc_amqp_header_int(sc_dlq_headers(&d->msg.properties), H_DELIVERY_COUNT, -1);
+}
+
+/* want: the --id argument, canonical when a UUID; NULL matches all. The id
+ * the logs show, the id as written, or the message_id property. */
 static int matches(const struct dead *d, const char *want)
 {
     if (!want)
         return 1;
     const amqp_basic_properties_t *p = &d->msg.properties;
-    if (d->body_id && id_is(d->body_id, strlen(d->body_id), want))
+    if (strcmp(d->event_id, want) == 0 || (d->raw_id && id_is(d->raw_id, strlen(d->raw_id), want)))
         return 1;
     return (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
            id_is(p->message_id.bytes, p->message_id.len, want);
@@ -215,7 +244,7 @@ void sc_dlq_free(struct dead *ds, int n)
 {
     for (int i = 0; i < n; i++) {
         amqp_destroy_message(&ds[i].msg);
-        free(ds[i].body_id);
+        free(ds[i].raw_id);
     }
 }
 
@@ -272,7 +301,7 @@ int sc_dlq_browse(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
             goto failed;
         }
         n++;
-        identify(d);
+        identify(d, k);
         /* The frames the body came in stay in the connection's pool until
          * released: without this a browse holds every body twice. */
         amqp_maybe_release_buffers(a->conn);

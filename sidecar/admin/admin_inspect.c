@@ -11,6 +11,7 @@
 #include "admin_effects.h"
 #include "io/db.h"
 #include "envelope/event.h"
+#include "envelope/event.h"
 #include "envelope/uuid_v5.h"
 
 /* Runs a formatted query (the id in it is a validated canonical UUID);
@@ -143,11 +144,13 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--aggregate") == 0)
             return sc_inspect_aggregate_run(cfg, argc, argv);
-    const char *id = NULL;
+    const char *id = NULL, *source = NULL;
     int as_json = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             as_json = 1;
+        else if (strcmp(argv[i], "--source") == 0 && i + 1 < argc)
+            source = argv[++i];
         else if (!id)
             id = argv[i];
         else {
@@ -156,14 +159,22 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
         }
     }
     if (!id || !id[0] || strlen(id) > 255) {
-        fprintf(stderr, "sidecar inspect: expected an EVENT_ID (a UUID, or a plain message's "
-                "message_id), got %s\n", id ? id : "nothing");
+        fprintf(stderr, "sidecar inspect: expected an EVENT_ID (a UUID, a plain message's "
+                "message_id, or with --source SOURCE a CloudEvents id), got %s\n", id ? id : "nothing");
         return 2;
     }
     /* A plain message's message_id that is not a UUID names its event by
-     * its UUIDv5 (envelope/uuid_v5.h); a UUID in any spelling is itself. */
+     * its UUIDv5 (envelope/uuid_v5.h); a CloudEvents id that is not one, by
+     * the UUIDv5 of its source and itself; a UUID in any spelling is itself. */
     char canon[37];
-    const char *message_id = sc_message_id_to_event_id(id, strlen(id), canon) == 1 ? id : NULL;
+    const char *message_id = NULL, *ce_id = NULL;
+    if (source) {
+        char u[37];
+        ce_id = sc_uuid_canonical(id, strlen(id), u) == 0 ? NULL : id;
+        sc_event_id_of(id, strlen(id), source, strlen(source), canon);
+    } else if (sc_message_id_to_event_id(id, strlen(id), canon) == 1) {
+        message_id = id;
+    }
     id = canon;
     struct sc_db db;
     struct sc_db_err e = {0};
@@ -171,7 +182,8 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar inspect: mysql: error %u: %s\n", e.code, e.msg);
         return 1;
     }
-    json_t *out = json_pack("{s:s, s:s*}", "event_id", id, "message_id", message_id);
+    json_t *out = json_pack("{s:s, s:s*, s:s*}", "event_id", id, "message_id", message_id,
+                            "ce_id", ce_id);
     struct unread u = {.errors = json_array()};
     int known = 0;
 
@@ -253,6 +265,8 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     } else {
         if (message_id)
             printf("event %s (UUIDv5 of message_id '%s')\n", id, message_id);
+        else if (ce_id)
+            printf("event %s (UUIDv5 of source '%s' and id '%s')\n", id, source, ce_id);
         else
             printf("event %s\n", id);
         json_t *o = json_object_get(out, "outbox");

@@ -17,12 +17,21 @@
 struct dead {
     uint64_t tag;       /* 0 once it left this browse's hands (refreshed, replayed) */
     amqp_message_t msg;
-    char *body_id;      /* the body's "id" as written, or NULL */
-    char event_id[72];  /* the id as the logs show it */
+    char *raw_id;       /* the event's id as the message wrote it, or NULL */
+    char event_id[72];  /* the id as the logs show it (a UUIDv5 for a non-UUID id) */
     int64_t delivered;  /* the broker's x-delivery-count, -1 when absent */
 };
 
 const amqp_table_t *sc_dlq_headers(const amqp_basic_properties_t *p);
+
+/* The id the consumer logs for dead letter m of consumer k, read in k's
+ * envelope (a binary-mode event's from its id header, never from its data;
+ * an id that is not a UUID as its UUIDv5), into event_id (empty: none), and
+ * the id as the message wrote it into *raw_id (malloc'd, or NULL). What the
+ * envelope reads no id of: a JSON body's "id" (unless the message is a
+ * binary-mode CloudEvent, whose body is its data), else the message_id. */
+void sc_dlq_event_id(const amqp_message_t *m, const struct sc_consumer_config *k,
+                     char event_id[72], char **raw_id);
 
 /* Takes as many messages as the queue held when the browse began (at most
  * max; so copies it puts back at the tail are not read twice; *held gets

@@ -212,7 +212,10 @@ static enum outcome try_one(struct try_run *r, const struct sc_parsed_event *pe)
 {
     char why[2048] = "";
     enum session session = S_OK;
-    if (pe->id_from[0])
+    if (pe->id_from[0] && pe->id_of_source)
+        printf("  id %s (UUIDv5 of source '%s' and id '%s'), type %s\n", pe->ev.id,
+               pe->ev.source, pe->id_from, pe->ev.type);
+    else if (pe->id_from[0])
         printf("  id %s (UUIDv5 of message_id '%s'), type %s\n", pe->ev.id, pe->id_from,
                pe->ev.type);
     else

@@ -129,11 +129,22 @@ static int field(struct sc_try_message *m, char *line, int lineno, char *err, si
 int sc_try_message_read(const char *path, const struct sc_consumer_config *k,
                         struct sc_try_message *m, char *err, size_t err_len)
 {
-    memset(m, 0, sizeof *m);
     size_t len;
-    if (!(m->text = read_all(path, &len, err, err_len)))
+    char *text = read_all(path, &len, err, err_len);
+    if (!text) {
+        memset(m, 0, sizeof *m);
         return -1;
-    m->exchange = bytes(k->n_bindings ? k->bindings[0].exchange : "");
+    }
+    return sc_try_message_parse(text, len, k->n_bindings ? k->bindings[0].exchange : "", m, err,
+                                err_len);
+}
+
+int sc_try_message_parse(char *text, size_t len, const char *exchange, struct sc_try_message *m,
+                         char *err, size_t err_len)
+{
+    memset(m, 0, sizeof *m);
+    m->text = text;
+    m->exchange = bytes(exchange);
     m->routing_key = bytes("");
     size_t at = strspn(m->text, " \t\r\n");
     if (m->text[at] == '{' || m->text[at] == '[') {

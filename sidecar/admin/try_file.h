@@ -43,6 +43,11 @@ struct sc_try_message {
 int sc_try_message_read(const char *path, const struct sc_consumer_config *k,
                         struct sc_try_message *m, char *err, size_t err_len);
 
+/* The same from text[0..len) (malloc'd, a NUL at text[len]), which m takes
+ * (freed on failure too); exchange is the default exchange. */
+int sc_try_message_parse(char *text, size_t len, const char *exchange, struct sc_try_message *m,
+                         char *err, size_t err_len);
+
 void sc_try_message_free(struct sc_try_message *m);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "console.h"
 #include "console_text.h"
+#include "admin/dlq_browse.h"
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
 #include "io/amqp_conn.h"
@@ -45,26 +46,23 @@ static json_t *header_value(const amqp_field_value_t *v)
     return json_string(buf);
 }
 
-/* The event id a dead letter carries: the body's "id", else message_id. */
-static json_t *message_event_id(const amqp_message_t *m)
+/* The event id a dead letter carries, as `sidecar dlq list` shows it (and
+ * `dlq replay --id` finds it by): admin/dlq_browse.h. */
+static json_t *message_event_id(const amqp_message_t *m, const struct sc_consumer_config *k)
 {
-    json_t *j = json_loadb(m->body.bytes, m->body.len, 0, NULL);
-    const char *id = j ? json_string_value(json_object_get(j, "id")) : NULL;
-    json_t *out = id ? json_string(id) : NULL;
-    json_decref(j);
-    if (out)
-        return out;
-    if (m->properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-        return sc_console_text_json(m->properties.message_id.bytes, m->properties.message_id.len);
-    return json_null();
+    char id[72], *raw;
+    sc_dlq_event_id(m, k, id, &raw);
+    free(raw);
+    return id[0] ? sc_console_text_json((const unsigned char *)id, strlen(id)) : json_null();
 }
 
-static json_t *message_json(const amqp_message_t *m, int position, size_t body_max)
+static json_t *message_json(const amqp_message_t *m, const struct sc_consumer_config *owner,
+                            int position, size_t body_max)
 {
     const amqp_basic_properties_t *p = &m->properties;
     json_t *o = json_object(), *headers = json_object();
     json_object_set_new(o, "position", json_integer(position));
-    json_object_set_new(o, "event_id", message_event_id(m));
+    json_object_set_new(o, "event_id", message_event_id(m, owner));
     json_object_set_new(o, "message_id",
                         (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
                             ? sc_console_text_json(p->message_id.bytes, p->message_id.len)
@@ -149,13 +147,14 @@ static int browse(struct sc_amqp *a, const char *queue, int window,
 struct page {
     int offset, limit;
     json_t *list;
+    const struct sc_consumer_config *k;
 };
 
 static int visit_page(const amqp_message_t *m, int position, void *arg)
 {
     struct page *pg = arg;
     if (position >= pg->offset)
-        json_array_append_new(pg->list, message_json(m, position, BODY_SHOWN));
+        json_array_append_new(pg->list, message_json(m, pg->k, position, BODY_SHOWN));
     return position + 1 >= pg->offset + pg->limit;
 }
 
@@ -211,7 +210,7 @@ json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset,
     if (amqp_open(con, &a, &out, status))
         return out;
     char err[400] = "";
-    struct page pg = {offset, limit, json_array()};
+    struct page pg = {offset, limit, json_array(), k};
     /* The depth first: the page says "51-100 of N". */
     amqp_queue_declare_ok_t *d = amqp_queue_declare(a.conn, SC_AMQP_CHANNEL,
                                                     amqp_cstring_bytes(k->dead_letter_queue), 1, 0,
@@ -240,25 +239,26 @@ struct find {
     int is_uuid;
     const char *id;
     json_t *hits;
+    const struct sc_consumer_config *k;
 };
 
+/* The id the logs show, the id as the message wrote it, or the message_id. */
 static int visit_find(const amqp_message_t *m, int position, void *arg)
 {
     struct find *f = arg;
-    json_t *eid = message_event_id(m);
-    const char *s = json_string_value(eid);
-    int hit = 0;
-    char c[37];
-    if (s && f->is_uuid)
-        hit = sc_uuid_canonical(s, strlen(s), c) == 0 && strcmp(c, f->canon) == 0;
-    else if (s)
-        hit = strcmp(s, f->id) == 0;
+    char eid[72], *raw, c[37];
+    sc_dlq_event_id(m, f->k, eid, &raw);
+    const char *want = f->is_uuid ? f->canon : f->id;
+    int hit = eid[0] && strcmp(eid, want) == 0;
+    if (!hit && raw)
+        hit = f->is_uuid ? sc_uuid_canonical(raw, strlen(raw), c) == 0 && strcmp(c, f->canon) == 0
+                         : strcmp(raw, f->id) == 0;
+    free(raw);
     if (!hit && (m->properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG))
         hit = m->properties.message_id.len == strlen(f->id) &&
               memcmp(m->properties.message_id.bytes, f->id, strlen(f->id)) == 0;
-    json_decref(eid);
     if (hit && json_array_size(f->hits) < 20)
-        json_array_append_new(f->hits, message_json(m, position, HIT_BODY_SHOWN));
+        json_array_append_new(f->hits, message_json(m, f->k, position, HIT_BODY_SHOWN));
     return 0;
 }
 
@@ -277,6 +277,7 @@ json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *st
     json_t *searched = json_array(), *errors = json_array();
     for (size_t i = 0; i < con->cfg->n_consumers; i++) {
         const struct sc_consumer_config *k = &con->cfg->consumers[i];
+        f.k = k;
         char err[400] = "";
         size_t before = json_array_size(f.hits);
         int n = browse(&a, k->dead_letter_queue, DLQ_WINDOW, visit_find, &f, err, sizeof err);

@@ -46,13 +46,23 @@ static void dead_before(struct item *it, int sticky)
     it->sticky = sticky;
 }
 
+/* The id an event had before it became a UUIDv5, named for the logs. */
+static void id_fields(const struct sc_parsed_event *e, struct sc_log_fields *lf)
+{
+    if (!e->id_from[0])
+        return;
+    if (e->id_of_source)
+        lf->ce_id = e->id_from;
+    else
+        lf->message_id = e->id_from;
+}
+
 static void malformed(struct worker *w, struct item *it, const char *reason)
 {
     dead_before(it, 1);
     if (it->ev.log_id[0])
         it->lf.event_id = it->ev.log_id; /* readable even when malformed */
-    if (it->ev.id_from[0])
-        it->lf.message_id = it->ev.id_from;
+    id_fields(&it->ev, &it->lf);
     snprintf(it->why, sizeof it->why, "malformed: %s", reason);
     it->malformed = 1; /* counted once, when its dead letter is settled */
     it->lf.outcome = "malformed";
@@ -143,6 +153,13 @@ static void delivery_begin(struct worker *w, struct delivery *d)
         return;
     }
     d->mode = evs.mode;
+    if (evs.n == 0) {
+        /* An empty batch: acked once the batch settles, nothing to run. */
+        struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = d->env.delivery_tag,
+                                   .attempt = d->attempt, .outcome = "empty"};
+        sc_log(SC_LOG_INFO, &lf, "a batch-mode message with no events ([]): nothing to do, "
+               "acked with its batch");
+    }
     if (w->n_items + evs.n > w->items_cap) {
         /* The loop ends a batch at a batch-mode message, so its members
          * always fit: this is a bug, and the delivery goes back. */
@@ -166,8 +183,7 @@ static void delivery_begin(struct worker *w, struct delivery *d)
         }
         it->parsed = 1;
         it->lf.event_id = it->ev.ev.id;
-        if (it->ev.id_from[0])
-            it->lf.message_id = it->ev.id_from;
+        id_fields(&it->ev, &it->lf);
         it->lf.trace_id = it->ev.trace_id;
         it->lf.span_id = it->ev.span_id;
         it->lf.parent_span_id = it->ev.parent_span_id;

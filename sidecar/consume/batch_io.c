@@ -2,6 +2,8 @@
  * its plugin and its two broker connections. */
 #include "consume/batch_io.h"
 
+#include <string.h>
+
 #include "consume/republish.h"
 #include "consume/worker.h"
 
@@ -85,6 +87,16 @@ static int handle_batch(struct worker *w, const struct sc_event *const *evs, siz
     return sc_plugin_handle_batch(&w->c->plugin, w->db.conn, evs, n, st, reasons, reason_len);
 }
 
+/* The message_id of a member's copy: the id as the member wrote it, which
+ * its structured copy is checked against (a UUID canonical); none when it
+ * does not fit a message_id (an AMQP short string). */
+static const char *member_id(const struct sc_parsed_event *e)
+{
+    if (!e->id_of_source)
+        return e->ev.id;
+    return strlen(e->ev.original_id) <= 255 ? e->ev.original_id : NULL;
+}
+
 /* A member of a batch-mode message is copied alone; any other event is its
  * delivery. */
 static const struct sc_member_copy *member_of(const struct item *it, struct sc_member_copy *m)
@@ -94,7 +106,7 @@ static const struct sc_member_copy *member_of(const struct item *it, struct sc_m
     *m = (struct sc_member_copy){
         .index = it->member,
         .body = {it->body_len, (char *)it->dl->env.message.body.bytes + it->body_off},
-        .id = it->parsed ? it->ev.ev.id : NULL,
+        .id = it->parsed ? member_id(&it->ev) : NULL,
         .type = it->parsed ? it->ev.ev.type : NULL,
     };
     return m;

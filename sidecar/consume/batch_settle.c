@@ -264,7 +264,10 @@ enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t commi
     }
     if (copies_ok && !requeue) {
         if (w->io->ack(w, dls[n - 1].env.delivery_tag, n > 1)) {
-            sc_log(SC_LOG_WARN, &dls[n - 1].items[0].lf,
+            /* An empty batch-mode message has no event to name. */
+            struct sc_log_fields none = {.consumer = w->c->k->name,
+                                         .delivery_tag = dls[n - 1].env.delivery_tag};
+            sc_log(SC_LOG_WARN, dls[n - 1].n_items ? &dls[n - 1].items[0].lf : &none,
                    "ack could not be sent; the broker will redeliver");
             return NEXT_RESET;
         }

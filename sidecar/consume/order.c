@@ -74,7 +74,9 @@ enum sc_order_kind sc_order_key_id(const struct sc_consumer_config *k, const amq
         return SC_ORDER_OPEN; /* the batch dead-letters it unread */
     if (sc_message_open(&m, &o, &evs, reason, sizeof reason) == 0) {
         struct sc_parsed_event ev;
-        if (evs.mode == SC_MODE_BATCH) {
+        if (evs.mode == SC_MODE_BATCH && evs.n == 0) {
+            kind = SC_ORDER_OPEN; /* no event: nothing to keep in order, acked */
+        } else if (evs.mode == SC_MODE_BATCH) {
             snprintf(why, why_len, "a batch-mode message: an ordered consumer takes one event per "
                      "message");
             kind = SC_ORDER_UNKEYED;

@@ -11,12 +11,22 @@
 
 #include "envelope/event.h"
 
+/* An event's data as its mode carries it. */
+struct sc_event_data {
+    int structured;   /* a JSON-format body: p is the JSON text of its `data` member, and
+                         root may hold data_base64; else p is the message body */
+    const char *p;    /* NULL: no data (no `data` member, an empty body) */
+    size_t len;
+    int json_checked; /* the body is known to be valid JSON already (plain) */
+};
+
 /* Validates the attributes in root (a JSON object; the event takes the
- * reference, also on failure) and fills out with them and a copy of
- * data[0..data_len) (data NULL: the event has none). message_id is the
- * AMQP property that must name the same id, or NULL. Returns 0, or -1 with
- * the reason in reason (out->log_id and out->id_from survive). */
-int sc_event_from_attributes(json_t *root, const char *data, size_t data_len,
+ * reference, also on failure) against the spec's rules and fills out with
+ * them and a copy of the data (JSON data as data_json, any data as
+ * data_bytes, by datacontenttype). message_id is the AMQP property that must
+ * name the same id, or NULL. Returns 0, or -1 with the reason in reason
+ * (out->log_id and out->id_from survive). */
+int sc_event_from_attributes(json_t *root, const struct sc_event_data *data,
                              const char *message_id, size_t message_id_len,
                              struct sc_parsed_event *out, char *reason, size_t reason_len);
 

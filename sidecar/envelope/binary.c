@@ -1,7 +1,8 @@
 /* Binary content mode: the attributes are headers under one CloudEvents
  * prefix, `data` is the body, `datacontenttype` the content_type property.
  * The headers become the same attribute object a structured body is, so
- * the rules after that are the structured mode's own. */
+ * the rules after that are the structured mode's own, and the same data
+ * rules: a JSON type's body is JSON data, any other type's is bytes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <strings.h>
 
 #include "envelope/attributes.h"
+#include "envelope/ce_rules.h"
 #include "envelope/message.h"
 #include "json_span.h"
 
@@ -101,15 +103,68 @@ static json_t *attribute_value(const char *name, const amqp_table_entry_t *e, ch
     }
 }
 
+/* The attribute name a header under prefix spells: as written, but
+ * lowercased after ce-, whose HTTP header names are case-insensitive (RFC
+ * 9110 5.1). 0, or -1 when it spells none. */
+static int attribute_name(const amqp_bytes_t *key, int prefix, char *name, size_t cap)
+{
+    size_t plen = strlen(sc_binary_prefixes[prefix]), n = key->len - plen;
+    if (n == 0 || n >= cap)
+        return -1;
+    for (size_t j = 0; j < n; j++) {
+        char c = ((const char *)key->bytes)[plen + j];
+        name[j] = (char)(prefix == 2 && c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    name[n] = 0;
+    return 0;
+}
+
+/* The string value of the header of attribute attr under prefix, or NULL. */
+static const amqp_bytes_t *string_header(const amqp_basic_properties_t *p, int prefix,
+                                         const char *attr)
+{
+    char name[128];
+    for (int i = 0; i < p->headers.num_entries; i++) {
+        const amqp_table_entry_t *e = &p->headers.entries[i];
+        if (prefix_of(&e->key) == prefix && attribute_name(&e->key, prefix, name, sizeof name) == 0 &&
+            strcmp(name, attr) == 0 &&
+            (e->value.kind == AMQP_FIELD_KIND_UTF8 || e->value.kind == AMQP_FIELD_KIND_BYTES))
+            return &e->value.value.bytes;
+    }
+    return NULL;
+}
+
 int sc_event_parse_binary(const struct sc_message *m, int prefix, struct sc_parsed_event *out,
                           char *reason, size_t reason_len)
 {
     const amqp_basic_properties_t *p = m->props;
-    json_t *root = json_object();
     reason[0] = 0;
-    if (!root || prefix < 0) {
-        json_decref(root);
-        snprintf(reason, reason_len, "%s", root ? "no specversion header" : "out of memory");
+    memset(out, 0, sizeof *out);
+    if (prefix < 0) {
+        char type[128];
+        sc_media_type(p, type, sizeof type);
+        char given[160];
+        snprintf(given, sizeof given, type[0] ? "'s content type '%s' is not" : "%s has no content "
+                 "type, not", type);
+        snprintf(reason, reason_len, "no CloudEvents specversion header: the message%s "
+                 "application/cloudevents..., so it is in binary mode (AMQP binding 3) and its "
+                 "attributes must be cloudEvents: headers (JSON that is no CloudEvent needs a "
+                 "consumer with \"envelope\": \"plain\")", given);
+        return -1;
+    }
+    /* The log names the event from its headers even when it is refused. */
+    const amqp_bytes_t *hid = string_header(p, prefix, "id"), *hsrc = string_header(p, prefix, "source");
+    char src[256];
+    int has_src = hsrc && hsrc->len < sizeof src;
+    if (has_src) {
+        memcpy(src, hsrc->bytes, hsrc->len);
+        src[hsrc->len] = 0;
+    }
+    if (hid)
+        sc_event_log_id(out, hid->bytes, hid->len, has_src ? src : NULL, has_src ? hsrc->len : 0);
+    json_t *root = json_object();
+    if (!root) {
+        snprintf(reason, reason_len, "out of memory");
         return -1;
     }
     for (int i = 0; i < p->headers.num_entries; i++) {
@@ -122,21 +177,21 @@ int sc_event_parse_binary(const struct sc_message *m, int prefix, struct sc_pars
                      "prefix per message)", sc_binary_prefixes[prefix], sc_binary_prefixes[at]);
             goto bad;
         }
-        size_t plen = strlen(sc_binary_prefixes[at]), n = e->key.len - plen;
         char name[128];
-        if (n == 0 || n >= sizeof name) {
+        if (attribute_name(&e->key, at, name, sizeof name)) {
             snprintf(reason, reason_len, "header '%.*s' names no attribute", (int)e->key.len,
                      (const char *)e->key.bytes);
             goto bad;
         }
-        for (size_t j = 0; j < n; j++) {
-            char c = ((const char *)e->key.bytes)[plen + j];
-            name[j] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-        }
-        name[n] = 0;
         if (strcmp(name, "data") == 0) {
             snprintf(reason, reason_len, "header '%.*s': in binary mode the data is the body",
                      (int)e->key.len, (const char *)e->key.bytes);
+            goto bad;
+        }
+        if (!sc_ce_name_valid(name, strlen(name))) {
+            snprintf(reason, reason_len, "header '%.*s': attribute name '%.64s' is not lower-case "
+                     "letters and digits (CloudEvents 1.0 naming convention: 'a' to 'z' and '0' "
+                     "to '9' only)", (int)e->key.len, (const char *)e->key.bytes, name);
             goto bad;
         }
         if (json_object_get(root, name)) {
@@ -150,31 +205,21 @@ int sc_event_parse_binary(const struct sc_message *m, int prefix, struct sc_pars
             goto bad;
         }
     }
-    /* datacontenttype is the content_type property (the header only when
-     * that is absent); data with no type is JSON, as in structured mode. */
-    char type[256];
-    sc_media_type(p, type, sizeof type);
-    if (!type[0] && json_is_string(json_object_get(root, "datacontenttype"))) {
-        amqp_basic_properties_t from_header = {._flags = AMQP_BASIC_CONTENT_TYPE_FLAG};
-        const char *s = json_string_value(json_object_get(root, "datacontenttype"));
-        from_header.content_type = (amqp_bytes_t){strlen(s), (void *)s};
-        sc_media_type(&from_header, type, sizeof type);
-    }
-    if (m->body.len > 0) {
-        if (type[0] && !sc_media_type_is_json(type)) {
-            snprintf(reason, reason_len, "binary-mode data of content type '%.100s' is not JSON "
-                     "(application/json or a +json type)", type);
+    /* datacontenttype is the content_type property (AMQP binding 3.1.1);
+     * the header only when that is absent. */
+    if (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) {
+        json_t *ct = json_stringn(p->content_type.len ? p->content_type.bytes : "",
+                                  p->content_type.len);
+        if (!ct) {
+            snprintf(reason, reason_len, "the content_type property is not valid UTF-8");
             goto bad;
         }
-        if (!sc_json_text_valid(m->body.bytes, m->body.len)) {
-            snprintf(reason, reason_len, "binary-mode body is not valid JSON (content type %s)",
-                     type[0] ? type : "none, read as application/json");
-            goto bad;
-        }
+        json_object_set_new(root, "datacontenttype", ct);
     }
     const char *mid = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? p->message_id.bytes : NULL;
-    return sc_event_from_attributes(root, m->body.len ? m->body.bytes : NULL, m->body.len, mid,
-                                    mid ? p->message_id.len : 0, out, reason, reason_len);
+    struct sc_event_data d = {.p = m->body.len ? m->body.bytes : NULL, .len = m->body.len};
+    return sc_event_from_attributes(root, &d, mid, mid ? p->message_id.len : 0, out, reason,
+                                    reason_len);
 bad:
     json_decref(root);
     return -1;

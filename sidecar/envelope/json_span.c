@@ -1,5 +1,6 @@
 #include "json_span.h"
 
+#include "ce_rules.h"
 #include "json_walk.h"
 
 #include <stdlib.h>
@@ -24,30 +25,9 @@ static int hex(char c)
 static int utf8(struct scan *s)
 {
     const unsigned char *u = (const unsigned char *)s->p;
-    size_t left = (size_t)(s->end - s->p);
-    unsigned c = u[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        n = 1, min = 0;
-    else if ((c & 0xE0) == 0xC0)
-        n = 2, min = 0x80, c &= 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-        n = 3, min = 0x800, c &= 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-        n = 4, min = 0x10000, c &= 0x07;
-    else
+    if (sc_utf8_next(&u, (const unsigned char *)s->end) == UINT32_MAX)
         return -1;
-    if (left < n)
-        return -1;
-    for (size_t i = 1; i < n; i++) {
-        if ((u[i] & 0xC0) != 0x80)
-            return -1;
-        c = (c << 6) | (u[i] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return -1;
-    s->p += n;
+    s->p = (const char *)u;
     return 0;
 }
 

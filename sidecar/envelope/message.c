@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "envelope/attributes.h"
+#include "envelope/ce_rules.h"
 #include "json_span.h"
 
 void sc_media_type(const amqp_basic_properties_t *p, char *out, size_t len)
@@ -27,8 +28,7 @@ void sc_media_type(const amqp_basic_properties_t *p, char *out, size_t len)
 
 int sc_media_type_is_json(const char *t)
 {
-    size_t n = strlen(t);
-    return strcmp(t, "application/json") == 0 || (n > 5 && strcmp(t + n - 5, "+json") == 0);
+    return sc_ce_media_type_is_json(t, strlen(t));
 }
 
 struct sc_envelope_opts sc_envelope_opts_for(const struct sc_consumer_config *k)
@@ -100,15 +100,14 @@ const char *sc_message_mode_name(enum sc_message_mode m)
 static int open_batch(const struct sc_message *m, struct sc_message_events *out, char *reason,
                       size_t reason_len)
 {
-    long n = sc_json_array_spans(m->body.bytes, m->body.len, NULL, 0);
+    const char *body = m->body.bytes ? m->body.bytes : ""; /* an empty body may have none */
+    long n = sc_json_array_spans(body, m->body.len, NULL, 0);
     if (n < 0) {
         snprintf(reason, reason_len, "body is not a JSON array (content type %s)", SC_CT_BATCH);
         return -1;
     }
-    if (n == 0) {
-        snprintf(reason, reason_len, "batch holds no events");
-        return -1;
-    }
+    if (n == 0)
+        return 0; /* "[]": a valid batch (JSON format 4.3) with nothing to do */
     if (n > SC_MESSAGE_BATCH_MAX) {
         snprintf(reason, reason_len, "batch of %ld events is more than %d", n,
                  SC_MESSAGE_BATCH_MAX);
@@ -118,7 +117,7 @@ static int open_batch(const struct sc_message *m, struct sc_message_events *out,
         snprintf(reason, reason_len, "out of memory");
         return -1;
     }
-    sc_json_array_spans(m->body.bytes, m->body.len, out->spans, (size_t)n);
+    sc_json_array_spans(body, m->body.len, out->spans, (size_t)n);
     out->n = (int)n;
     return 0;
 }
@@ -144,8 +143,9 @@ int sc_message_open(const struct sc_message *m, const struct sc_envelope_opts *o
                  "(%s or %s)", type, SC_CT_STRUCTURED, SC_CT_BATCH);
         return -1;
     }
-    out->mode = strcmp(type, SC_CT_STRUCTURED) != 0 && sc_binary_prefix(m) >= 0 ? SC_MODE_BINARY
-                                                                                : SC_MODE_STRUCTURED;
+    /* AMQP binding 3: a content type prefixed with application/cloudevents
+     * is structured mode, anything else (none included) binary mode. */
+    out->mode = strcmp(type, SC_CT_STRUCTURED) == 0 ? SC_MODE_STRUCTURED : SC_MODE_BINARY;
     return 0;
 }
 

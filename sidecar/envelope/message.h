@@ -1,10 +1,11 @@
 /* The events of one delivery, in every mode the consumer reads:
  *
- *   structured  content_type application/cloudevents+json (or none, and no
- *               CloudEvents headers): the body is the event (event.h)
- *   binary      a `specversion` header under one prefix (cloudEvents:,
- *               cloudEvents_, ce- or ce_): the attributes are headers, the
- *               body is `data`, datacontenttype the content_type
+ *   structured  content_type application/cloudevents+json: the body is the
+ *               event (event.h)
+ *   binary      any other content type, or none (the AMQP binding's rule):
+ *               the attributes are headers under one prefix (cloudEvents:,
+ *               cloudEvents_, ce- or ce_), the body is `data`,
+ *               datacontenttype the content_type
  *   batch       content_type application/cloudevents-batch+json: the body is
  *               a JSON array of structured events, each its own event
  *   plain       the consumer's "envelope": "plain": the body is `data`, the
@@ -58,10 +59,10 @@ struct sc_envelope_opts sc_envelope_opts_for(const struct sc_consumer_config *k)
 /* 1 when the content type says batch mode (for a cloudevents consumer). */
 int sc_message_is_batch(const amqp_basic_properties_t *p);
 
-/* Finds the mode and the events of m. Returns 0, or -1 with the reason the
- * whole message is malformed (an unknown CloudEvents format, a batch that is
- * not a JSON array, empty or larger than SC_MESSAGE_BATCH_MAX). Free with
- * sc_message_events_free either way. */
+/* Finds the mode and the events of m (an empty batch has none: n is 0).
+ * Returns 0, or -1 with the reason the whole message is malformed (an
+ * unknown CloudEvents format, a batch that is not a JSON array or is larger
+ * than SC_MESSAGE_BATCH_MAX). Free with sc_message_events_free either way. */
 int sc_message_open(const struct sc_message *m, const struct sc_envelope_opts *o,
                     struct sc_message_events *out, char *reason, size_t reason_len);
 
@@ -79,8 +80,8 @@ const char *sc_message_mode_name(enum sc_message_mode m);
  * charset=...") and surrounding blanks cut. Empty when there is none. */
 void sc_media_type(const amqp_basic_properties_t *p, char *out, size_t len);
 
-/* 1 when a media type is JSON: application/json or any type ending in
- * "+json". */
+/* 1 when a media type declares JSON: * / json or * / *+json (JSON format
+ * 3.1.1). */
 int sc_media_type_is_json(const char *media_type);
 
 #endif

@@ -64,6 +64,7 @@ int sc_event_parse_plain(const struct sc_message *m, const struct sc_envelope_op
                          struct sc_parsed_event *out, char *reason, size_t reason_len)
 {
     const amqp_basic_properties_t *p = m->props;
+    memset(out, 0, sizeof *out);
     if (!p || !(p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) || p->message_id.len == 0) {
         snprintf(reason, reason_len, "no message_id property (a plain message's id is its "
                  "message_id)");
@@ -142,8 +143,10 @@ int sc_event_parse_plain(const struct sc_message *m, const struct sc_envelope_op
             v = json_stringn(h->value.bytes.len ? h->value.bytes.bytes : "", h->value.bytes.len);
         json_object_set_new(root, trace_headers[i], v ? v : json_false());
     }
-    return sc_event_from_attributes(root, m->body.bytes, m->body.len, NULL, 0, out, reason,
-                                    reason_len);
+    /* The message_id as sent, for the handler (without memory: the id). */
+    out->plain_message_id = strndup(mid, mid_len);
+    struct sc_event_data d = {.p = m->body.bytes, .len = m->body.len, .json_checked = 1};
+    return sc_event_from_attributes(root, &d, NULL, 0, out, reason, reason_len);
 bad:
     json_decref(root);
     return -1;

@@ -101,7 +101,9 @@ static int hexval(char c)
     return c <= '9' ? c - '0' : c - 'a' + 10;
 }
 
-int sc_uuid_v5(const char *namespace_uuid, const void *name, size_t len, char out[37])
+/* UUIDv5 of a name given in parts, hashed one after the other. */
+static int uuid_v5_parts(const char *namespace_uuid, const void *const *part, const size_t *len,
+                         int n, char out[37])
 {
     char ns[37];
     if (sc_uuid_canonical(namespace_uuid, strlen(namespace_uuid), ns))
@@ -115,7 +117,8 @@ int sc_uuid_v5(const char *namespace_uuid, const void *name, size_t len, char ou
     struct sha1 c;
     sha1_init(&c);
     sha1_add(&c, nsb, sizeof nsb);
-    sha1_add(&c, name, len);
+    for (int i = 0; i < n; i++)
+        sha1_add(&c, part[i], len[i]);
     sha1_end(&c, digest);
     digest[6] = (unsigned char)((digest[6] & 0x0F) | 0x50); /* version 5 */
     digest[8] = (unsigned char)((digest[8] & 0x3F) | 0x80); /* RFC 4122 variant */
@@ -125,6 +128,19 @@ int sc_uuid_v5(const char *namespace_uuid, const void *name, size_t len, char ou
              digest[7], digest[8], digest[9], digest[10], digest[11], digest[12], digest[13],
              digest[14], digest[15]);
     return 0;
+}
+
+int sc_uuid_v5(const char *namespace_uuid, const void *name, size_t len, char out[37])
+{
+    return uuid_v5_parts(namespace_uuid, &name, &len, 1, out);
+}
+
+int sc_uuid_v5_pair(const char *namespace_uuid, const void *a, size_t a_len, const void *b,
+                    size_t b_len, char out[37])
+{
+    const void *part[3] = {a, "", b};
+    size_t len[3] = {a_len, 1, b_len};
+    return uuid_v5_parts(namespace_uuid, part, len, 3, out);
 }
 
 int sc_message_id_to_event_id(const char *message_id, size_t len, char out[37])

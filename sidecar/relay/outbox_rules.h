@@ -3,14 +3,16 @@
  * rows it finds invalid FAILED instead of publishing them). The rules are in
  * docs/contract-notes.md. Header-only: the helper library and the daemon are
  * built separately and both include it (and both compile in uuid_text.c,
- * json_span.c and json_names.c: the one UUID parser, the one JSON validator
- * and the one member-name check). */
+ * json_span.c, json_names.c and ce_rules.c: the one UUID parser, the one
+ * JSON validator, the one member-name check and the consumer's own String
+ * rule). */
 #ifndef SC_OUTBOX_RULES_H
 #define SC_OUTBOX_RULES_H
 
 #include <stdio.h>
 #include <string.h>
 
+#include "envelope/ce_rules.h"
 #include "envelope/json_names.h"
 #include "envelope/json_span.h"
 #include "envelope/uuid_text.h"
@@ -69,6 +71,14 @@ static inline int sc_rules_uri_reference(const char *s)
     return 1;
 }
 
+/* 1 unless s (UTF-8) holds a character a CloudEvents String may not: a
+ * control character or a noncharacter, which every consumer refuses. */
+static inline int sc_rules_string(const char *s)
+{
+    uint32_t cp;
+    return !s || sc_ce_string_valid(s, strlen(s), &cp) || cp == UINT32_MAX;
+}
+
 /* Checks the fields of one outbox event. Returns 1 when valid, 0 with the
  * reason (naming the field) in why, or -1 when memory ran out (nothing is
  * known about the row: try again later). */
@@ -83,8 +93,14 @@ static inline int sc_rules_event_check(const char *event_id, const char *aggrega
                                "use letters, digits and -._~!$&'()*+,;=:@/?# only, no spaces");
     else if (!aggregate_id || !*aggregate_id)
         snprintf(why, why_len, "aggregate_id is empty (CloudEvents subject must not be)");
+    else if (!sc_rules_string(aggregate_id))
+        snprintf(why, why_len, "aggregate_id holds a control character or a noncharacter "
+                               "(CloudEvents subject is a String, which may not)");
     else if (!event_type || !*event_type)
         snprintf(why, why_len, "event_type is empty (CloudEvents type must not be)");
+    else if (!sc_rules_string(event_type))
+        snprintf(why, why_len, "event_type holds a control character or a noncharacter "
+                               "(CloudEvents type is a String, which may not)");
     else if (strlen(event_type) > SC_RULES_ROUTING_KEY_MAX)
         snprintf(why, why_len, "event_type is %zu bytes long: it is the routing key, at most %d bytes "
                  "(an AMQP short string)", strlen(event_type), SC_RULES_ROUTING_KEY_MAX);

@@ -169,7 +169,8 @@ def latency(batch):
         eid = str(uuid.uuid4())
         body = json.dumps({"specversion": "1.0", "id": eid, "type": "ORDER_ACCEPTED", "source": "ORDER",
                            "subject": str(i + 1), "eventversion": 1, "data": {}})
-        ch.basic_publish("", name, body, pika.BasicProperties(delivery_mode=2, message_id=eid))
+        ch.basic_publish("", name, body, pika.BasicProperties(content_type="application/cloudevents+json",
+                                                              delivery_mode=2, message_id=eid))
         sleep = t0 + (i + 1) / 100.0 - time.time()
         if sleep > 0:
             time.sleep(sleep)

@@ -17,16 +17,26 @@ def plain_id(message_id):
 def seen_table():
     query("CREATE TABLE IF NOT EXISTS t_event_seen (n BIGINT AUTO_INCREMENT PRIMARY KEY,"
           " event_id CHAR(36) NOT NULL, type VARCHAR(255), source VARCHAR(255), subject VARCHAR(255),"
-          " time VARCHAR(64), eventversion BIGINT NULL, data LONGBLOB NULL, KEY (event_id))")
+          " time VARCHAR(64), eventversion BIGINT NULL, data LONGBLOB NULL, data_bytes LONGBLOB NULL,"
+          " datacontenttype VARCHAR(255) NULL, original_id VARCHAR(255) NULL, KEY (event_id))")
+    # A table from before the appended fields (kept servers) gets their columns.
+    for col in ("data_bytes LONGBLOB NULL", "datacontenttype VARCHAR(255) NULL", "original_id VARCHAR(255) NULL"):
+        query(f"ALTER TABLE t_event_seen ADD COLUMN IF NOT EXISTS {col}")
     query("GRANT INSERT ON app.t_event_seen TO 'sidecar_consumer'@'%'")
 
 
 def seen(eid):
-    """Every row the handler wrote for eid: dicts of the attributes and data (bytes)."""
-    rows = query("SELECT event_id, type, source, subject, time, eventversion, data FROM t_event_seen"
-                 " WHERE event_id = %s ORDER BY n", (eid,))
-    keys = ("id", "type", "source", "subject", "time", "eventversion", "data")
+    """Every row the handler wrote for eid: dicts of the attributes, data_json and data_bytes (bytes)."""
+    rows = query("SELECT event_id, type, source, subject, time, eventversion, data, data_bytes, datacontenttype,"
+                 " original_id FROM t_event_seen WHERE event_id = %s ORDER BY n", (eid,))
+    keys = ("id", "type", "source", "subject", "time", "eventversion", "data", "data_bytes", "datacontenttype",
+            "original_id")
     return [dict(zip(keys, r)) for r in rows]
+
+
+def ce_id(source, eid):
+    """The id a CloudEvent whose id is not a UUID is consumed under (docs/contract.md)."""
+    return str(uuid.uuid5(PLAIN_NAMESPACE, source + "\x00" + eid))
 
 
 class Publisher:

@@ -2,7 +2,9 @@
 sc_event grew the trace context (tests/integration/abi_pretrace/, a copy of
 include/sidecar/handler.h from then) still loads in today's consumer and reads every
 field it knows right, for events with and without trace context, structured
-and binary: fields are only ever appended."""
+and binary, and for events whose data is not JSON (data_base64, a text/plain
+body: data_bytes, which it does not know of): fields are only ever
+appended."""
 from harness import *
 from envelope_lib import Publisher
 
@@ -36,6 +38,19 @@ pub.publish(sc.exchange, "OLD_ABI", b'{"binary":true}', content_type="applicatio
                      "cloudEvents:source": "urn:shop", "cloudEvents:subject": "bin", "cloudEvents:eventversion": 9,
                      "cloudEvents:traceparent": TP})
 sent.append((eid, "bin", 9, b'{"binary":true}'))
+# Data that is not JSON reaches today's handlers as data_bytes, a field the
+# old layout does not have: the old handler sees an event without data_json
+# and works on.
+eid = str(uuid.uuid4())
+pub.publish(sc.exchange, "OLD_ABI", json.dumps({"specversion": "1.0", "id": eid, "type": "OLD_ABI", "source": "urn:shop",
+                                                "subject": "b64", "eventversion": 10, "data_base64": "AAEC"}),
+            content_type="application/cloudevents+json", message_id=eid)
+sent.append((eid, "b64", 10, b""))
+eid = str(uuid.uuid4())
+pub.publish(sc.exchange, "OLD_ABI", b"plain text", content_type="text/plain", message_id=eid,
+            headers={"cloudEvents:specversion": "1.0", "cloudEvents:id": eid, "cloudEvents:type": "OLD_ABI",
+                     "cloudEvents:source": "urn:shop", "cloudEvents:subject": "text", "cloudEvents:eventversion": 11})
+sent.append((eid, "text", 11, b""))
 pub.close()
 
 

@@ -164,7 +164,8 @@ is_eq((props.message_id, props.type, props.content_type, props.correlation_id, p
 
 # --- 4. the connection lost right after the replay's confirm ------------------
 lost = str(uuid.uuid4())
-put_in(cx.dlq, event_body(lost, subject="8200"), message_id=lost, delivery_mode=2)
+put_in(cx.dlq, event_body(lost, subject="8200"), message_id=lost, delivery_mode=2,
+       content_type="application/cloudevents+json")
 d = tempfile.mkdtemp(prefix="sc-it-")
 cfg_path, err_path = os.path.join(d, "c.json"), os.path.join(d, "replay.err")
 with open(cfg_path, "w") as f:

@@ -3,10 +3,13 @@
 another consumer bound to the same exchange, whose consumed_event rows were
 purged, must not see the replay and apply its effect a second time. And a
 dead-lettered copy keeps no per-message TTL: a publisher's `expiration` does
-not make it vanish from the dead-letter queue."""
+not make it vanish from the dead-letter queue. A binary-mode dead letter is
+listed, shown and replayed by its cloudEvents:id header, never by the "id"
+of its data (the body)."""
 import uuid
 
 from harness import *
+from envelope_lib import ce_id
 
 # A dead-letters FLAKY events (its handler retries them twice; max_attempts
 # 2), B consumes every event of the same exchange with the sample handler
@@ -62,6 +65,37 @@ is_eq(len(applied(a, eid)), 1, "A applied it once")
 is_eq(count_in("notification_job", "event_id", [eid]), 1, "one effect in all (A's)")
 is_eq(applied(a, eid)[0].get("attempt"), 1, "the replay started again at attempt 1")
 is_eq(queue_depth(a.dlq), 0, "A's dead-letter queue is empty")
+
+# --- a binary-mode dead letter is named by its cloudEvents:id header -------
+# Its body is its data, whose own "id" is no event id: list, show and
+# replay --id go by the header (and an id that is not a UUID by the UUIDv5
+# the consumer logs, or as written).
+bin_id, data_id, raw = str(uuid.uuid4()), str(uuid.uuid4()), "dl-" + suffix()
+conn = amqp()
+ch = conn.channel()
+ch.confirm_delivery()
+for hid in (bin_id, raw):
+    ch.basic_publish(a.exchange, "FLAKY", json.dumps({"id": data_id, "orderId": 42}).encode(),
+                     pika.BasicProperties(content_type="application/json", delivery_mode=2, headers={
+                         "cloudEvents:specversion": "1.0", "cloudEvents:id": hid, "cloudEvents:type": "FLAKY",
+                         "cloudEvents:source": "urn:shop:orders", "cloudEvents:subject": "43"}))
+conn.close()
+mapped = ce_id("urn:shop:orders", raw)
+ok(wait_until(lambda: queue_depth(a.dlq) == 2, timeout=30), "A dead-lettered both binary-mode events")
+rc, out = run_sidecar_cmd(["dlq", "list", a.name], a.config)
+ok(rc == 0 and bin_id in out and mapped in out and data_id not in out,
+   "dlq list names them by their header ids (a non-UUID one by its UUIDv5), not by their data's id", detail=out)
+rc, out = run_sidecar_cmd(["dlq", "show", a.name, "--id", data_id], a.config)
+is_eq(rc, 1, "dlq show --id <the data's id> finds nothing")
+rc, out = run_sidecar_cmd(["dlq", "show", a.name, "--id", bin_id], a.config)
+ok(rc == 0 and out.count("event " + bin_id) == 1, "dlq show --id <the header's id> finds it", detail=out)
+rc, out = run_sidecar_cmd(["dlq", "show", a.name, "--id", raw], a.config)
+ok(rc == 0 and out.count("event " + mapped) == 1, "dlq show --id <a non-UUID id as written> finds it", detail=out)
+for want in (bin_id, mapped):
+    rc, out = run_sidecar_cmd(["dlq", "replay", a.name, "--id", want], dict(a.config, mysql=admin))
+    ok(rc == 0 and "replayed 1 of 1" in out, f"dlq replay --id {want[:8]}: that one", detail=out)
+ok(wait_until(lambda: applied(a, bin_id) and applied(a, mapped), timeout=30), "A applied both replayed events")
+is_eq(queue_depth(a.dlq), 0, "A's dead-letter queue is empty again")
 
 # --- a publisher's expiration does not follow the message into the DLQ ---
 poison = str(uuid.uuid4())

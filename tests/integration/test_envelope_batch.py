@@ -4,7 +4,9 @@ message is acked only once every member is settled: applied, duplicate, or a
 confirmed copy of that one member, as a structured message with the
 x-sidecar-* headers and its index, in the retry queue (then applied) or the
 DLQ. A repeat of the whole message is one duplicate per applied member and
-no effect."""
+no effect. A member whose id is not a UUID applies as the UUIDv5 of its
+source and id, and its copy comes back as that event; an empty batch `[]`
+(valid: JSON format 4.3) is acked with nothing to do."""
 from envelope_lib import *
 
 seen_table()
@@ -21,15 +23,23 @@ def member(eid, etype, data='{"k": 1.50}'):
 
 
 a, b, c, d = (str(uuid.uuid4()) for _ in range(4))
+raw, flaky_raw = "m-" + suffix(), "f-" + suffix()
 members = [member(a.upper(), "KEEP"), member(b, "KEEP", '[1, {"n": 123456789012345678901234567890}]'),
            member(c, "FLAKY"), member(d, "POISON"),
-           '{"specversion":"1.0","id":"nope","type":"KEEP","source":"S"}']
+           '{"specversion":"1.0","id":"nope","type":"KEEP","source":"S","time":"yesterday"}',
+           member(raw, "KEEP"), member(flaky_raw, "FLAKY")]
+mapped, flaky_mapped = ce_id("urn:shop", raw), ce_id("urn:shop", flaky_raw)
 body = "[\n  " + ",\n  ".join(members) + "\n]"
 pub = Publisher()
 pub.publish(sc.exchange, "batch", body, content_type=BATCH, message_id="batch-1", headers={"x-origin": "test"})
 
-ok(wait_until(lambda: seen(a) and seen(b) and count_in("notification_job", "event_id", [c]) == 1
-              and queue_depth(sc.dlq) >= 2, timeout=60), "every member reached an outcome")
+ok(wait_until(lambda: seen(a) and seen(b) and count_in("notification_job", "event_id", [c, flaky_mapped]) == 2
+              and seen(mapped) and queue_depth(sc.dlq) >= 2, timeout=60), "every member reached an outcome")
+is_eq([(r["id"], r["original_id"]) for r in seen(mapped)], [(mapped, raw)],
+      "a member whose id is not a UUID applied as the UUIDv5 of its source and id")
+is_eq(len([l for l in sc.outcomes("retried") if l.get("event_id") == flaky_mapped]), 2,
+      "a non-UUID member retried twice: its copy (message_id its id as written) came back as itself")
+is_eq(count_in("notification_job", "event_id", [flaky_mapped]), 1, "and applied once")
 is_eq((len(seen(a)), len(seen(b))), (1, 1), "the good members applied once each")
 is_eq(seen(b)[0]["data"], b'[1, {"n": 123456789012345678901234567890}]', "a member's data byte for byte")
 is_eq(seen(a)[0]["id"], a, "a member's id canonicalised")
@@ -53,8 +63,8 @@ if ok(p is not None, "the rejected member's copy"):
 p, bo = by_index.get(4, (None, None))
 if ok(p is not None, "the malformed member's copy"):
     is_eq(bo.decode(), members[4], "its body is that member exactly")
-    ok("not a UUID" in header(p, "x-sidecar-reason") and p.message_id is None,
-       "reason named, no message_id (it has no id)", detail=p.headers)
+    ok("attribute 'time' ('yesterday') is not an RFC 3339 timestamp" in header(p, "x-sidecar-reason")
+       and p.message_id is None, "reason named, no message_id (it was not read)", detail=p.headers)
 is_eq(count_in("consumed_event", "event_id", [d]), 0, "no claim for the rejected member")
 ok(wait_until(lambda: queue_depth(sc.queue) == 0, timeout=10), "the batch message was acked")
 
@@ -79,9 +89,14 @@ ok(wait_until(lambda: all(outcome_ids(sc, "duplicate").count(x) == 1 for x in e)
    "both copies settled")
 is_eq([len(seen(x)) for x in e], [1, 1, 1], "each member applied once over both copies")
 
+# An empty batch: nothing to do, acked, nothing dead-lettered.
+pub.publish(sc.exchange, "batch", " [ ] ", content_type=BATCH)
+ok(wait_until(lambda: sc.outcomes("empty"), timeout=20), "an empty batch is logged as one with nothing to do")
+ok(wait_until(lambda: queue_depth(sc.queue) == 0, timeout=10) and queue_depth(sc.dlq) == 0,
+   "and acked, not dead-lettered")
+
 # Whole messages that are not a batch: to the DLQ whole, body intact.
-for label, text, frag in [("empty", "[]", "batch holds no events"),
-                          ("object", '{"specversion":"1.0"}', "not a JSON array"),
+for label, text, frag in [("object", '{"specversion":"1.0"}', "not a JSON array"),
                           ("cut", "[" + member(str(uuid.uuid4()), "KEEP"), "not a JSON array")]:
     pub.publish(sc.exchange, "batch", text, content_type=BATCH)
     ok(wait_until(lambda: queue_depth(sc.dlq) >= 1, timeout=20), f"{label} batch dead-lettered")

@@ -1,9 +1,13 @@
 """Binary content mode on the same queue as structured: a `specversion`
 header under one prefix (cloudEvents:, cloudEvents_, ce-, ce_) makes the
 headers the attributes and the body `data`, handed on byte for byte; each
-event applies once and its repeat is a duplicate. Mixed prefixes, non-JSON
-data and the structured mode's own malformed kinds are dead-lettered with
-the reason, the copy keeping the original headers and body."""
+event applies once and its repeat is a duplicate. Data of a type that is not
+JSON reaches the handler as bytes (data_bytes), an id that is not a UUID as
+the UUIDv5 of its source and id. Mixed prefixes, application/json without
+CloudEvents headers (binary mode by the AMQP binding, with no attributes)
+and the attribute rules' refusals are dead-lettered with the reason, the
+copy keeping the original headers and body, the log line naming the event
+whenever its id header can be read."""
 from envelope_lib import *
 
 seen_table()
@@ -33,22 +37,38 @@ vendor, nodata = str(uuid.uuid4()), str(uuid.uuid4())
 base = lambda eid: {"ce-specversion": "1.0", "ce-id": eid, "ce-type": "KEEP", "ce-source": "S"}
 pub.publish(sc.exchange, "KEEP", b'{"v":1}', content_type="application/vnd.shop.v1+json", headers=base(vendor))
 pub.publish(sc.exchange, "KEEP", b"", headers=base(nodata))
+# Data that is not JSON (AMQP binding 3.1.2: opaque application data of its
+# datacontenttype), and an id that is not a UUID (CloudEvents: a non-empty
+# string), sent twice: its repeat meets the same UUIDv5.
+text, raw = str(uuid.uuid4()), "order-" + suffix()
+pub.publish(sc.exchange, "KEEP", b"hello \x00 bytes", content_type="text/plain; charset=utf-8", headers=base(text))
+for _ in range(2):
+    pub.publish(sc.exchange, "KEEP", b'{"k":1}', content_type="application/json", message_id=raw,
+                headers=dict(base(raw), **{"ce-source": "urn:shop"}))
+mapped = ce_id("urn:shop", raw)
 
 bad = []  # (label, body, content type, headers, reason fragment)
 m1 = str(uuid.uuid4())
 bad.append(("mixed prefixes", b"{}", "application/json",
             dict(base(m1), **{"cloudEvents:subject": "1"}), "mix CloudEvents prefixes 'ce-' and 'cloudEvents:'"))
-bad.append(("text data", b"hello", "text/plain", base(str(uuid.uuid4())),
-            "content type 'text/plain' is not JSON"))
-bad.append(("id not a UUID", b"{}", "application/json", dict(base("x"), **{"ce-id": "order-1"}), "not a UUID"))
+bad.append(("no CloudEvents headers", json.dumps({"specversion": "1.0", "id": str(uuid.uuid4()), "type": "KEEP",
+                                                  "source": "S"}).encode(), "application/json", {"x-app": "1"},
+            "no CloudEvents specversion header"))
 bad.append(("no source", b"{}", "application/json",
             {"ce-specversion": "1.0", "ce-id": str(uuid.uuid4()), "ce-type": "KEEP"}, "'source'"))
 bad.append(("body not JSON", b"{oops", "application/json", base(str(uuid.uuid4())), "not valid JSON"))
+bad.append(("time not RFC 3339", b"{}", "application/json", dict(base(str(uuid.uuid4())), **{"ce-time": "yesterday"}),
+            "attribute 'time' ('yesterday') is not an RFC 3339 timestamp"))
+bad.append(("attribute name myExt", b"{}", "application/json",
+            {"cloudEvents:specversion": "1.0", "cloudEvents:id": str(uuid.uuid4()), "cloudEvents:type": "KEEP",
+             "cloudEvents:source": "S", "cloudEvents:myExt": "v"}, "attribute name 'myExt' is not lower-case"))
+bad.append(("eventversion beyond 32 bits", b"{}", "application/json",
+            dict(base(str(uuid.uuid4())), **{"ce-eventversion": 4294967296}), "beyond 32 bits"))
 for label, body, ct, h, _ in bad:
     pub.publish(sc.exchange, "KEEP", body, content_type=ct, headers=h)
 pub.close()
 
-ids = [eid for _, eid, _ in cases] + [structured, vendor, nodata]
+ids = [eid for _, eid, _ in cases] + [structured, vendor, nodata, text, mapped]
 ok(wait_until(lambda: all(seen(e) for e in ids) and queue_depth(sc.dlq) >= len(bad)
               and len(sc.outcomes("duplicate")) >= len(cases), timeout=60),
    "every event reached an outcome")
@@ -66,6 +86,16 @@ for prefix, eid, h in cases:
 is_eq(len(seen(structured)), 1, "a structured event on the same queue still applies")
 is_eq([r["data"] for r in seen(vendor)], [b'{"v":1}'], "a +json content type is JSON data")
 is_eq([r["data"] for r in seen(nodata)], [None], "an empty body is an event without data")
+is_eq([(r["data"], r["data_bytes"], r["datacontenttype"]) for r in seen(text)],
+      [(None, b"hello \x00 bytes", "text/plain; charset=utf-8")],
+      "text/plain data: no data_json, the body as data_bytes, the content type as datacontenttype")
+is_eq([(r["data"], r["data_bytes"]) for r in seen(vendor)], [(b'{"v":1}', b'{"v":1}')],
+      "JSON data: data_json and the same bytes")
+is_eq([(r["source"], r["original_id"]) for r in seen(mapped)], [("urn:shop", raw)],
+      f"id '{raw}' applied once as the UUIDv5 of source and id, the id as sent kept")
+is_eq(outcome_ids(sc, "duplicate").count(mapped), 1, "its repeat is a duplicate")
+ok(any(l.get("ce_id") == raw for l in sc.outcomes("applied") if l.get("event_id") == mapped),
+   "its log line carries the id as sent (ce_id)")
 
 msgs = drain(sc.dlq)
 is_eq(len(msgs), len(bad), "each malformed binary message is in the DLQ once")
@@ -76,7 +106,17 @@ for label, body, ct, h, frag in bad:
     p, _ = got[0]
     ok(frag in (header(p, "x-sidecar-reason") or ""), f"{label}: reason names it ({header(p, 'x-sidecar-reason')})")
     is_eq(p.content_type, ct, f"{label}: content type kept")
+    hid = h.get("ce-id") or h.get("cloudEvents:id")
+    if hid:
+        lines = [l for l in sc.outcomes("malformed") if frag in l.get("msg", "")]
+        is_eq([l.get("event_id") for l in lines], [hid], f"{label}: the malformed line names the id of its header")
 is_eq(count_in("consumed_event", "event_id", [m1]), 0, "nothing claimed for a malformed one")
 is_eq(queue_depth(sc.queue), 0, "nothing left in the queue")
+ADMIN = {"url": os.environ["SC_TEST_MYSQL_ADMIN_URL"]}
+rc, out = run_sidecar_cmd(["inspect", raw, "--source", "urn:shop", "--json"], dict(sc.config, mysql=ADMIN))
+info = json.loads(out[out.index("{"):]) if "{" in out else {}
+ok(rc == 0 and info.get("event_id") == mapped and info.get("ce_id") == raw and
+   any(c.get("consumer") == sc.name for c in info.get("consumed", [])),
+   "inspect --source takes a CloudEvents id that is not a UUID", detail=out)
 is_eq(sc.stop(), 0, "clean stop")
 done()

@@ -11,7 +11,8 @@
  *   AUTOCOMMIT_ON runs SET autocommit=1 (a contract violation), then the effect
  *   LOCK_WAIT     locks t_locks row 3 (held by the test): RETRY on a lock wait
  *   KEEP...       (any type starting so) a t_event_seen row of exactly what the
- *                 handler was given: every attribute and data, byte for byte
+ *                 handler was given: every attribute, data_json and data_bytes
+ *                 byte for byte, datacontenttype and original_id
  *   KEEP_BLOCKED...  RETRY while the file $SC_TEST_BLOCK_FILE exists, then KEEP
  *   KEEP_FLAKY<n>...  RETRY on the first n calls for an event id, then KEEP
  *   ORDERED       a t_order_seen row (subject, eventversion) whose AUTO_INCREMENT
@@ -64,17 +65,20 @@ static sc_handler_status effect(struct st_mysql *conn, const struct sc_event *ev
 }
 
 /* One row of t_event_seen with the event as the handler sees it (no unique
- * key: a second effect would show as a second row). */
+ * key: a second effect would show as a second row), the fields appended
+ * behind struct_size included. */
 static sc_handler_status keep(struct st_mysql *conn, const struct sc_event *ev, char *reason,
                               size_t len)
 {
     static const char sql[] = "INSERT INTO t_event_seen (event_id, type, source, subject, time, "
-                              "eventversion, data) VALUES (?, ?, ?, ?, ?, ?, ?)";
+                              "eventversion, data, data_bytes, datacontenttype, original_id) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     MYSQL_STMT *st = mysql_stmt_init(conn);
-    MYSQL_BIND b[7];
+    MYSQL_BIND b[10];
     memset(b, 0, sizeof b);
+    int appended = SC_EVENT_HAS(ev, original_id);
     const char *text[] = {ev->id, ev->type, ev->source, ev->subject, ev->time};
-    unsigned long lens[7];
+    unsigned long lens[10];
     for (int i = 0; i < 5; i++) {
         lens[i] = text[i] ? strlen(text[i]) : 0;
         b[i].buffer_type = text[i] ? MYSQL_TYPE_STRING : MYSQL_TYPE_NULL;
@@ -84,10 +88,21 @@ static sc_handler_status keep(struct st_mysql *conn, const struct sc_event *ev, 
     long long version = ev->eventversion;
     b[5].buffer_type = ev->has_eventversion ? MYSQL_TYPE_LONGLONG : MYSQL_TYPE_NULL;
     b[5].buffer = &version;
-    lens[6] = ev->data_json ? (unsigned long)ev->data_json_len : 0;
-    b[6].buffer_type = ev->data_json ? MYSQL_TYPE_BLOB : MYSQL_TYPE_NULL;
-    b[6].buffer = (void *)ev->data_json;
-    b[6].length = &lens[6];
+    const void *blob[] = {ev->data_json, appended ? ev->data_bytes : NULL};
+    size_t blob_len[] = {ev->data_json_len, appended ? ev->data_bytes_len : 0};
+    for (int i = 0; i < 2; i++) {
+        lens[6 + i] = blob[i] ? (unsigned long)blob_len[i] : 0;
+        b[6 + i].buffer_type = blob[i] ? MYSQL_TYPE_BLOB : MYSQL_TYPE_NULL;
+        b[6 + i].buffer = (void *)blob[i];
+        b[6 + i].length = &lens[6 + i];
+    }
+    const char *more[] = {appended ? ev->datacontenttype : NULL, appended ? ev->original_id : NULL};
+    for (int i = 0; i < 2; i++) {
+        lens[8 + i] = more[i] ? strlen(more[i]) : 0;
+        b[8 + i].buffer_type = more[i] ? MYSQL_TYPE_STRING : MYSQL_TYPE_NULL;
+        b[8 + i].buffer = (void *)more[i];
+        b[8 + i].length = &lens[8 + i];
+    }
     int failed = !st || mysql_stmt_prepare(st, sql, sizeof sql - 1) || mysql_stmt_bind_param(st, b) ||
                  mysql_stmt_execute(st);
     if (failed)

@@ -55,16 +55,26 @@ rc, out = try_(CE, batch)
 ok(rc == 1 and "batch mode, 3 events" in out and "member 2:" in out, "a batch body: each member its own event", detail=out)
 ok(out.count("outcome: applied") == 2 and "outcome: duplicate" in out,
    "two applied, the repeated member a duplicate (exit 1)", detail=out)
+raw = "nope-" + suffix()
 batch_file = write("content_type: application/cloudevents-batch+json\n\n[" + member(str(uuid.uuid4()), "3") +
-                   ', {"specversion": "1.0", "id": "nope", "type": "T", "source": "S"}]')
+                   ', {"specversion": "1.0", "id": "%s", "type": "T", "source": "S"}' % raw +
+                   ', {"specversion": "1.0", "id": "late", "type": "T", "source": "S", "time": "yesterday"}]')
 rc, out = try_(CE, batch_file)
-ok(rc == 1 and "outcome: applied" in out and "outcome: malformed: attribute 'id' is not a UUID" in out,
-   "a batch message file with a malformed member: the other applies", detail=out)
+ok(rc == 1 and out.count("outcome: applied") == 2 and
+   "outcome: malformed: attribute 'time' ('yesterday') is not an RFC 3339 timestamp" in out,
+   "a batch message file with a malformed member: the others apply", detail=out)
+ok(f"id {ce_id('S', raw)} (UUIDv5 of source 'S' and id '{raw}'), type T" in out,
+   "an id that is not a UUID: shown as the UUIDv5 of its source and id", detail=out)
+rc, out = try_(CE, write("content_type: application/cloudevents-batch+json\n\n[]"))
+ok(rc == 0 and "batch mode, 0 events" in out, "an empty batch: nothing to do, exit 0", detail=out)
 text = write("content_type: text/plain\nheader ce-specversion: 1.0\nheader ce-id: %s\n"
              "header ce-type: T\nheader ce-source: S\n\nhello" % uuid.uuid4())
 rc, out = try_(CE, text)
-ok(rc == 1 and "outcome: malformed: binary-mode data of content type 'text/plain' is not JSON" in out,
-   "binary data that is not JSON: malformed, naming the type", detail=out)
+ok(rc == 0 and "binary mode, 1 event" in out and "outcome: applied" in out,
+   "binary data that is not JSON (text/plain): an event all the same, its data bytes", detail=out)
+rc, out = try_(CE, write("content_type: application/json\n\n" + member(str(uuid.uuid4()), "4")))
+ok(rc == 1 and "binary mode, 1 event" in out and "outcome: malformed: no CloudEvents specversion header" in out,
+   "application/json without CloudEvents headers: binary mode (AMQP binding 3), no attributes", detail=out)
 rc, out = try_(CE, write("content-type application/json\n\n{}"))
 ok(rc == 1 and "outcome: malformed: line 1: expected 'NAME: VALUE'" in out, "a message file that does not parse", detail=out)
 rc, out = try_(CE, write("colour: blue\n\n{}"))

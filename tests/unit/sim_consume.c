@@ -1109,6 +1109,8 @@ static void deliver_env(amqp_envelope_t *env, char *body, size_t body_cap, amqp_
     memset(env, 0, sizeof *env);
     if (m.n_mem == 0) {
         event_body(body, body_cap, m.ev);
+        env->message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
+        env->message.properties.content_type = amqp_cstring_bytes(SC_CT_STRUCTURED);
     } else {
         /* Batch mode: a JSON array of structured events, with some
          * whitespace, so a member's span is more than a guess. */

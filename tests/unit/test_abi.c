@@ -30,11 +30,20 @@ int main(void)
     is_int(offsetof(struct sc_event, tracestate), 88, "event.tracestate");
     is_int(offsetof(struct sc_event, trace_id), 96, "event.trace_id");
     is_int(offsetof(struct sc_event, span_id), 104, "event.span_id");
-    is_int(sizeof(struct sc_event), 112, "event struct is 112 bytes (LP64)");
+    /* appended for data of any content type */
+    is_int(offsetof(struct sc_event, data_bytes), 112, "event.data_bytes right after span_id");
+    is_int(offsetof(struct sc_event, data_bytes_len), 120, "event.data_bytes_len");
+    is_int(offsetof(struct sc_event, datacontenttype), 128, "event.datacontenttype");
+    is_int(offsetof(struct sc_event, original_id), 136, "event.original_id");
+    is_int(sizeof(struct sc_event), 144, "event struct is 144 bytes (LP64)");
+    struct sc_event traced = {.struct_size = 112};
+    ok(SC_EVENT_HAS(&traced, span_id) && !SC_EVENT_HAS(&traced, data_bytes),
+       "SC_EVENT_HAS: an event of 112 bytes (trace context, no more) has no data_bytes");
     struct sc_event old = {.struct_size = 72};
     ok(!SC_EVENT_HAS(&old, traceparent), "SC_EVENT_HAS: an event of 72 bytes has no traceparent");
     struct sc_event now = {.struct_size = sizeof now};
-    ok(SC_EVENT_HAS(&now, span_id), "SC_EVENT_HAS: a full event has span_id");
+    ok(SC_EVENT_HAS(&now, span_id) && SC_EVENT_HAS(&now, original_id),
+       "SC_EVENT_HAS: a full event has span_id and original_id");
     is_int(SC_HANDLER_OK, 0, "OK = 0");
     is_int(SC_HANDLER_RETRY, 1, "RETRY = 1");
     is_int(SC_HANDLER_REJECT, 2, "REJECT = 2");

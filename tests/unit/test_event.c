@@ -175,9 +175,15 @@ int main(void)
         const char *b = "{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":42,\"source\":\"S\"}";
         ok(sc_event_parse(b, strlen(b), NULL, 0, &e, reason, sizeof reason) != 0 &&
            strcmp(e.log_id, ID) == 0, "a malformed event still names its id for the log (%s)", e.log_id);
-        b = "{\"specversion\":\"1.0\",\"id\":\"nope\",\"type\":\"T\",\"source\":\"S\"}";
+        b = "{\"specversion\":\"1.0\",\"id\":\"nope\",\"type\":\"T\",\"source\":\"S X\"}";
         ok(sc_event_parse(b, strlen(b), NULL, 0, &e, reason, sizeof reason) != 0 &&
-           strcmp(e.log_id, "nope") == 0, "even a malformed id is named (%s)", e.log_id);
+           strcmp(e.log_id, "nope") == 0, "a non-UUID id beside a source that is not a URI-reference "
+           "is named as written (%s)", e.log_id);
+        b = "{\"specversion\":\"1.0\",\"id\":\"nope\",\"type\":42,\"source\":\"S\"}";
+        ok(sc_event_parse(b, strlen(b), NULL, 0, &e, reason, sizeof reason) != 0 &&
+           strcmp(e.log_id, "43463bc6-8bb8-5d56-859a-2e4cd0270298") == 0 && strcmp(e.id_from, "nope") == 0 &&
+           e.id_of_source, "a refused event with a non-UUID id is named by the UUIDv5 it would have (%s)",
+           e.log_id);
     }
 
     refused("not json", NULL, "not valid JSON", "body that is not JSON");
@@ -189,8 +195,27 @@ int main(void)
     refused("{\"specversion\":\"0.3\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\"}", NULL, "specversion", "unsupported specversion");
     refused("{\"specversion\":\"1.0\",\"type\":\"T\",\"source\":\"S\"}", NULL, "'id'", "missing id");
     refused("{\"specversion\":\"1.0\",\"id\":42,\"type\":\"T\",\"source\":\"S\"}", NULL, "'id'", "id not a string");
-    refused("{\"specversion\":\"1.0\",\"id\":\"not-a-uuid\",\"type\":\"T\",\"source\":\"S\"}", NULL, "UUID", "id not a UUID");
-    refused("{\"specversion\":\"1.0\",\"id\":\"4dc2061a8b9e44feb4363ed01fc9eb6e\",\"type\":\"T\",\"source\":\"S\"}", NULL, "UUID", "id without dashes");
+    /* An id that is not a UUID (CloudEvents asks for a non-empty string):
+     * the UUIDv5 of source NUL id, as Python's uuid5 computes it. */
+    static const char *const mapped[][3] = {
+        {"not-a-uuid", "S", "1e049698-c3a7-54a6-9884-a662ceed3e57"},
+        {"4dc2061a8b9e44feb4363ed01fc9eb6e", "S", "19271148-bb8c-59f7-a5b3-efda0dfa46a9"},
+        {"order-1", "S", "e6eee875-2411-5add-9411-c21ec9b401e4"},
+        {"order-1", "ORDER", "d391cb19-6645-52a1-8e91-2a9e967362ad"},
+    };
+    for (size_t i = 0; i < sizeof mapped / sizeof *mapped; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"specversion\":\"1.0\",\"id\":\"%s\",\"type\":\"T\",\"source\":\"%s\"}",
+                 mapped[i][0], mapped[i][1]);
+        int rc = sc_event_parse(body, strlen(body), mapped[i][0], strlen(mapped[i][0]), &e, reason,
+                                sizeof reason);
+        ok(rc == 0 && strcmp(e.ev.id, mapped[i][2]) == 0 && strcmp(e.ev.original_id, mapped[i][0]) == 0 &&
+               strcmp(e.id_from, mapped[i][0]) == 0,
+           "id '%s' of source '%s' is consumed as %s, its message_id the id as written (%s)",
+           mapped[i][0], mapped[i][1], mapped[i][2], rc ? reason : e.ev.id);
+        if (rc == 0)
+            sc_event_free(&e);
+    }
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"source\":\"S\"}", NULL, "'type'", "missing type");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"\",\"source\":\"S\"}", NULL, "'type'", "empty type");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\"}", NULL, "'source'", "missing source");
@@ -200,7 +225,7 @@ int main(void)
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"subject\":5}", NULL, "'subject'", "subject not a string");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\",\"eventversion\":\"2\"}", NULL, "'eventversion'", "eventversion not an integer");
     refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"id\":\"" ID "\",\"type\":\"T\",\"source\":\"S\"}", NULL, "not valid JSON", "duplicate member names");
-    refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\\u0000x\",\"source\":\"S\"}", NULL, "NUL", "NUL inside an attribute");
+    refused("{\"specversion\":\"1.0\",\"id\":\"" ID "\",\"type\":\"T\\u0000x\",\"source\":\"S\"}", NULL, "holds U+0000", "NUL inside an attribute");
 
     ok(sc_is_canonical_uuid(ID, 36), "canonical uuid accepted");
     ok(!sc_is_canonical_uuid(ID, 35), "short uuid refused");

@@ -16,10 +16,9 @@ static enum sc_order_kind key_of(const char *body, const char *content_type, cha
     amqp_envelope_t env;
     memset(&env, 0, sizeof env);
     env.message.body = amqp_cstring_bytes(body);
-    if (content_type) {
-        env.message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
-        env.message.properties.content_type = amqp_cstring_bytes(content_type);
-    }
+    env.message.properties._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
+    env.message.properties.content_type =
+        amqp_cstring_bytes(content_type ? content_type : SC_CT_STRUCTURED);
     return sc_order_key(&k, &env, key, SC_ORDER_KEY_MAX + 1, why, 256);
 }
 
@@ -48,6 +47,8 @@ int main(void)
     ok(key_of("[" EV(",\"subject\":\"a\"") "]", SC_CT_BATCH, key, why) == SC_ORDER_UNKEYED &&
            strstr(why, "batch-mode message"), "a batch-mode message: no key (%s)", why);
     ok(key_of("{nope", NULL, key, why) == SC_ORDER_OPEN, "malformed: left to the batch");
+    ok(key_of("[]", SC_CT_BATCH, key, why) == SC_ORDER_OPEN,
+       "an empty batch: no event to keep in order, left to the batch (which acks it)");
     k.ordering.key = "data/order/id";
     ok(key_of(EV(",\"data\":{\"order\":{\"id\":\"A-1\"}}"), NULL, key, why) == SC_ORDER_KEYED &&
            strcmp(key, "A-1") == 0, "a data pointer naming a string (%s)", key);

@@ -123,6 +123,8 @@ static void envelope(void)
     struct sc_parsed_event e;
 
     memset(&props, 0, sizeof props);
+    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
+    props.content_type = amqp_cstring_bytes(SC_CT_STRUCTURED);
     structured_body(",\"traceparent\":\"" TP "\",\"tracestate\":\"rojo=1\"", body, sizeof body);
     ok(parse(body, 0, &e) == 0, "structured: parsed");
     is_str(e.ev.traceparent, TP, "structured: traceparent handed on unchanged");
