@@ -144,8 +144,14 @@ int sc_message_open(const struct sc_message *m, const struct sc_envelope_opts *o
         return -1;
     }
     /* AMQP binding 3: a content type prefixed with application/cloudevents
-     * is structured mode, anything else (none included) binary mode. */
-    out->mode = strcmp(type, SC_CT_STRUCTURED) == 0 ? SC_MODE_STRUCTURED : SC_MODE_BINARY;
+     * is structured mode, anything else binary mode. One exception, kept
+     * from the contract's first versions: a message with no content type at
+     * all and no CloudEvents header is a structured event (producers that set
+     * no properties); an application/json one without headers is binary. */
+    if (strcmp(type, SC_CT_STRUCTURED) == 0 || (!type[0] && sc_binary_prefix(m) < 0))
+        out->mode = SC_MODE_STRUCTURED;
+    else
+        out->mode = SC_MODE_BINARY;
     return 0;
 }
 

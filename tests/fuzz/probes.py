@@ -222,8 +222,8 @@ structured("dataschema-valid", "an absolute dataschema", "ok", event(dataschema=
 probe("mode-json-no-headers", "application/json without CloudEvents headers: binary mode, and no attributes",
       "refused no CloudEvents specversion header", [("content_type", "application/json")],
       json.dumps(event()))
-probe("mode-none-no-headers", "no content type and no headers: binary mode too",
-      "refused no CloudEvents specversion header", [("message_id", UID)], json.dumps(event()))
+probe("mode-none-no-headers", "no content type and no CloudEvents header: structured, as in the first contract",
+      "ok", [("message_id", UID)], json.dumps(event()), id=UID)
 probe("mode-structured-charset", "application/cloudevents+json; charset=UTF-8: structured", "ok",
       [("content_type", "application/cloudevents+json; charset=UTF-8")], json.dumps(event()), id=UID)
 probe("mode-avro", "application/cloudevents+avro: a format the sidecar cannot read",
