@@ -505,7 +505,7 @@ class Producers:
                     time.sleep(0.2)
                     continue
                 rec["unknown"] += 1
-                found = self._update_reconcile(rec, eid, deadline, node)
+                found = self._update_reconcile(rec, version, deadline, node)
                 if found is None:
                     break
                 if found:
@@ -518,26 +518,26 @@ class Producers:
         self._update_done(rec, eid if stage == "commit" else None, version, "abandoned")
         return conn, node
 
-    def _update_reconcile(self, rec, eid, deadline, node):
-        """True when the UNKNOWN COMMIT's own outbox row exists. By its event
-        id, not the order's version: a later attempt can write the same
-        version. A causal read on Galera (wsrep_sync_wait): a node that has
-        not applied the first attempt's writeset yet would answer 'not
-        committed', and the retry then doubles the update (seen: an order
-        read at version 1 on a node behind, retried, and both versions 2
-        committed as one event each)."""
+    def _update_reconcile(self, rec, version, deadline, node):
+        """True when the order is at the version the UNKNOWN COMMIT wrote
+        (this thread is the only writer of versions, one request at a time).
+        A causal read on Galera (wsrep_sync_wait): a node that has not
+        applied the first attempt's writeset yet answered 'not committed',
+        and the retry doubled the update (seen: an order read at version 1 on
+        a node behind, retried, and both attempts committed a version 2)."""
         while now() < deadline:
             try:
                 conn = self._connect(node)
                 with conn.cursor() as cur:
                     if self.topo.cluster:
                         cur.execute("SET SESSION wsrep_sync_wait = 1")
-                    cur.execute("SELECT COUNT(*) FROM outbox_event WHERE event_id = %s", (eid,))
+                    cur.execute("SELECT version FROM orders WHERE id = %s", (rec["order_id"],))
                     got = cur.fetchone()[0]
                 conn.close()
-                rec["history"].append([now(), f"reconciled: the attempt's outbox row {'exists' if got else 'does not exist'}"])
-                return got == 1
-            except pymysql.err.MySQLError:
+                rec["history"].append([now(), f"reconciled: the order is at version {got}"])
+                return got == version
+            except pymysql.err.MySQLError as e:
+                rec["history"].append([now(), f"reconcile failed: error {e.args[0] if e.args else e}"])
                 node += 1
                 time.sleep(0.5)
         return None
