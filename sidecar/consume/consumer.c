@@ -126,6 +126,7 @@ static long consume_loop(struct worker *w, struct delivery *dls)
             continue;
         }
         dls[0].received_us = sc_now_us();
+        w->last_delivery_ms = sc_now_ms();
         int n = 1, closed = 0, cancelled = 0;
         char cancel[512] = "";
         /* A batch holds its bodies until it is settled: it stops gathering

@@ -54,6 +54,7 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
             return -1;
         }
         s->received_us = sc_now_us();
+        w->last_delivery_ms = sc_now_ms();
         sc_order_classify(k, s);
     }
     return 0;

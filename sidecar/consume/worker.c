@@ -227,6 +227,9 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
     }
     sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 1);
     w->last_db_use_ms = sc_now_ms();
+    w->last_delivery_ms = sc_now_ms();
+    w->seen_epoch = atomic_load(&w->c->queue_epoch);
+    w->unconsumed_checks = w->waiting_checks = 0;
     sc_log(SC_LOG_INFO, &lf, "worker %d consuming from %s (prefetch %d, database thread %lu)%s",
            w->index, queues, k->prefetch, w->db.thread_id,
            k->ordering.present ? "; ordered: single active consumer per queue, this one may wait "
@@ -237,14 +240,27 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
 /* The broker's cancel says when a queue is deleted, but a worker must not
  * depend on that one frame to go on receiving (a cluster was seen to lose a
  * queue with no cancel to any of its consumers, every later event for it
- * unroutable). So a worker also asks, on a channel of its own: a queue that
- * is gone, or one that shows no consumer on two checks in a row although
- * this worker consumes from it, ends the session, and the next one declares
- * the queue, its bindings and the consumer. While the worker waits for the
- * database (in_hold: the consuming channel is not read meanwhile), a gone
- * queue is declared again at once instead, so what is published meanwhile
- * is routed; the session and the deliveries in hand go on, and the cancel
- * waiting behind them is read after the wait. */
+ * unroutable). So a worker also asks, on a channel of its own. The session
+ * ends, and the next one declares the queue, its bindings and the consumer,
+ * when the queue is gone; when a sibling worker found it gone (this worker's
+ * consumer died with it); when it shows no consumer on two checks in a row;
+ * and (unordered consumers) when messages wait in it on two checks in a row
+ * while this worker, with nothing in hand, receives none: its consumer is
+ * not on the queue any more (another worker declared it again first). While
+ * the worker waits for the database (in_hold: the consuming channel is not
+ * read meanwhile), a gone queue is declared again at once instead, so what
+ * is published meanwhile is routed; the session and the deliveries in hand
+ * go on, and the cancel waiting behind them is read after the wait. */
+static int lost(struct worker *w, const char *why, const char *q)
+{
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    atomic_fetch_add(&w->c->m.queue_lost, 1);
+    sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
+    sc_log(SC_LOG_WARN, &lf, "queue %s %s: consuming again with a new session", q, why);
+    w->reopen_now = 1;
+    return -1;
+}
+
 int sc_worker_check_queues(struct worker *w, int in_hold)
 {
     const struct sc_consumer_config *k = w->c->k;
@@ -253,44 +269,49 @@ int sc_worker_check_queues(struct worker *w, int in_hold)
     if (now - w->last_queue_check_ms < SC_QUEUE_CHECK_MS)
         return 0;
     w->last_queue_check_ms = now;
-    int unconsumed = 0;
+    if (!in_hold && atomic_load(&w->c->queue_epoch) != w->seen_epoch)
+        return lost(w, "was found gone by another worker", k->queue);
+    int unconsumed = 0, waiting = 0;
+    char first[300] = "";
     for (int i = 0; i < sc_worker_queues(w); i++) {
         char q[300], err[512] = "";
+        uint32_t ready;
         sc_worker_queue(w, i, q, sizeof q);
-        enum sc_queue_state st = sc_amqp_check_queue(&w->in, q, err, sizeof err);
+        enum sc_queue_state st = sc_amqp_check_queue(&w->in, q, &ready, err, sizeof err);
         if (st == SC_QUEUE_UNKNOWN) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             return -1;
         }
         if (st == SC_QUEUE_GONE) {
+            atomic_fetch_add(&w->c->queue_epoch, 1);
+            if (!in_hold)
+                return lost(w, "is gone and the broker sent no cancel", q);
             atomic_fetch_add(&w->c->m.queue_lost, 1);
-            sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
-            if (!in_hold) {
-                sc_log(SC_LOG_WARN, &lf, "queue %s is gone and the broker sent no cancel: "
-                       "declaring it again with a new session", q);
-                w->reopen_now = 1;
-                return -1;
-            }
             if (sc_amqp_declare_consumer(&w->in, k, err, sizeof err)) {
                 sc_log(SC_LOG_WARN, &lf, "queue %s is gone; declaring it again failed: %s", q, err);
                 return -1;
             }
             sc_log(SC_LOG_WARN, &lf, "queue %s was gone while a batch is held for the database: "
                    "declared again with its bindings; consuming again after the hold", q);
+            w->seen_epoch = atomic_load(&w->c->queue_epoch); /* its own cancel follows */
             continue;
         }
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", q);
         unconsumed |= st == SC_QUEUE_UNCONSUMED;
+        waiting |= st == SC_QUEUE_CONSUMED && ready > 0 && !k->ordering.present &&
+                   now - w->last_delivery_ms > SC_QUEUE_CHECK_MS;
     }
     w->unconsumed_checks = unconsumed ? w->unconsumed_checks + 1 : 0;
-    if (w->unconsumed_checks >= 2 && !in_hold) {
-        atomic_fetch_add(&w->c->m.queue_lost, 1);
-        sc_worker_gauge(&w->c->m.consuming, &w->up_consuming, 0);
-        sc_log(SC_LOG_WARN, &lf, "a queue of this worker shows no consumer on two checks in a "
-               "row, and the broker sent no cancel: consuming again with a new session");
-        w->unconsumed_checks = 0;
-        w->reopen_now = 1;
-        return -1;
-    }
+    w->waiting_checks = waiting ? w->waiting_checks + 1 : 0;
+    if (in_hold)
+        return 0;
+    if (w->unconsumed_checks >= 2)
+        return lost(w, "shows no consumer on two checks in a row, and the broker sent no cancel",
+                    first);
+    if (w->waiting_checks >= 2)
+        return lost(w, "has messages waiting on two checks in a row while this worker receives "
+                    "none (its consumer is not on the queue)", first);
     return 0;
 }
 

@@ -28,6 +28,9 @@ struct consumer {
     const struct sc_consumer_config *k;
     struct sc_plugin plugin;
     struct sc_consumer_metrics m;
+    /* Bumped by a worker that found the queue gone: its siblings' consumers
+     * died with the queue too, cancel or none. */
+    atomic_uint queue_epoch;
 };
 
 /* What the loop does after a batch. */
@@ -146,6 +149,9 @@ struct worker {
     int64_t last_queue_check_ms; /* sc_worker_check_queues() */
     int unconsumed_checks;       /* checks in a row that found a queue with no consumer */
     int reopen_now;              /* the session ended to declare a lost queue: no backoff */
+    unsigned seen_epoch;         /* the consumer's queue_epoch this session started in */
+    int waiting_checks;          /* checks in a row that saw messages wait, none received */
+    int64_t last_delivery_ms;    /* the last delivery this session received */
 };
 
 /* batch.c: parses, runs the transaction and settles every delivery of

@@ -81,8 +81,9 @@ enum sc_queue_state {
     SC_QUEUE_GONE,       /* 404: it does not exist */
     SC_QUEUE_UNKNOWN,    /* no answer: err says why (the connection is in doubt) */
 };
-enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, char *err,
-                                        size_t err_len);
+/* *ready: the messages ready in it, when it exists. */
+enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, uint32_t *ready,
+                                        char *err, size_t err_len);
 
 /* Declares a durable topic exchange. */
 int sc_amqp_declare_exchange(struct sc_amqp *a, const char *exchange, char *err, size_t err_len);

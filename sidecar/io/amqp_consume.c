@@ -24,9 +24,10 @@ int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, co
     return 0;
 }
 
-enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, char *err,
-                                        size_t err_len)
+enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, uint32_t *ready,
+                                        char *err, size_t err_len)
 {
+    *ready = 0;
     if (!a->check_open) {
         amqp_channel_open(a->conn, SC_AMQP_CHECK_CHANNEL);
         if (sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), "amqp channel.open (queue check)", err,
@@ -40,8 +41,10 @@ enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, ch
                                                      amqp_cstring_bytes(queue), 1, 0, 0, 0,
                                                      amqp_empty_table);
     amqp_rpc_reply_t r = amqp_get_rpc_reply(a->conn);
-    if (r.reply_type == AMQP_RESPONSE_NORMAL && ok)
+    if (r.reply_type == AMQP_RESPONSE_NORMAL && ok) {
+        *ready = ok->message_count;
         return ok->consumer_count > 0 ? SC_QUEUE_CONSUMED : SC_QUEUE_UNCONSUMED;
+    }
     char what[300];
     snprintf(what, sizeof what, "declare queue %.250s (passive, check)", queue);
     sc_amqp_reply_error(r, what, err, err_len);

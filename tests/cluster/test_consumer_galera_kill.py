@@ -46,7 +46,7 @@ ok(len(redelivered) + len(unknown) + len(held) > 0,
    f"the kill was felt: {len(held)} batches held through a new session, {len(redelivered)} "
    f"redelivered, {len(unknown)} commit outcomes unknown, {len(dup_out)} duplicates")
 st, metrics = s.get("/metrics")
-ok(st == 200 and re.search(r'sidecar_endpoint\{worker="sidecar consume [^"]* worker 0",server="mysql",node="[12]",endpoint="127.0.0.1:3331[23]"\} 1', metrics),
+ok(st == 200 and re.search(r'sidecar_endpoint\{worker="sidecar consume [^"]* worker 0",server="mysql",node="[12]",endpoint="127.0.0.1:2331[23]"\} 1', metrics),
    "/metrics says which Galera node the worker is on now", detail=metrics[-1500:])
 diag(f"stall after the kill: {stall:.1f} s until 20 more events were applied")
 diag(f"repeat cost: {len(redelivered)} redeliveries, {len(unknown)} unknown, {len(dup_out)} duplicates recognised")
