@@ -15,6 +15,7 @@ The deadlocks are real: the test holds row locks from its own connection,
 made the heavier transaction (many updated rows) so InnoDB picks the
 sidecar's as the victim."""
 import threading
+import time
 import uuid
 
 import pymysql
@@ -129,14 +130,23 @@ guarded, huge, locker = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
 bound_queue(sc.exchange, "#", queue=sc.queue, quorum=True)
 conn = amqp()
 ch = conn.channel()
+ch.confirm_delivery()  # both in the queue before the first get
 # Published before the sidecar starts, so they arrive as one batch.
 publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(guarded, subject="73"), message_id=guarded)
 publish(ch, sc.exchange, "ORDER_ACCEPTED", event_body(huge, subject="74"), message_id=huge,
         headers={"x-delivery-count": 9223372036854775807})
 returned = 0
 for _ in range(3):
-    held = [m for m in (ch.basic_get(sc.queue)[0] for _ in range(2)) if m is not None]
-    for m in held:  # both in hand before either goes back: each is returned once a round
+    # Both in hand before either goes back (each returned once a round); a
+    # returned message is back in a quorum queue a moment after the nack.
+    held, end = [], time.time() + 10
+    while len(held) < 2 and time.time() < end:
+        m = ch.basic_get(sc.queue)[0]
+        if m is None:
+            time.sleep(0.02)
+        else:
+            held.append(m)
+    for m in held:
         ch.basic_nack(m.delivery_tag, requeue=True)
         returned += 1
 is_eq(returned, 6, "each guarded message handed out and returned three times")
