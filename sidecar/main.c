@@ -1,5 +1,4 @@
 /* sidecar: command line parsing and dispatch only. */
-#include <amqp.h>
 #include <jansson.h>
 #include <mysql.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include "config.h"
 #include "console/console.h"
 #include "consume/consumer.h"
+#include "io/sc_rabbitmq.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "relay/relay.h"

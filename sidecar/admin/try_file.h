@@ -22,10 +22,10 @@
 #ifndef SC_TRY_FILE_H
 #define SC_TRY_FILE_H
 
-#include <amqp.h>
 #include <stddef.h>
 
 #include "config.h"
+#include "io/sc_rabbitmq.h"
 
 #define SC_TRY_MAX_FILE_BYTES (16u << 20)
 #define SC_TRY_MAX_HEADERS 64

@@ -2,7 +2,6 @@
  * dead-letter queue, and a search of every dead-letter queue for an id.
  * Each is bounded: it looks at most DLQ_WINDOW messages of a queue, without
  * acking them, and cuts every body to a stated size. */
-#include <amqp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "consume/republish.h"
 #include "envelope/uuid_text.h"
 #include "io/amqp_conn.h"
+#include "io/sc_rabbitmq.h"
 
 #define DLQ_WINDOW 1000      /* the deepest message a DLQ page or search reaches */
 #define DLQ_PAGE_MAX 100

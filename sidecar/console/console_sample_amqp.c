@@ -1,11 +1,11 @@
 /* One broker sample of the console (console_sampler.h): each consumer's
  * queue and dead-letter queue by a passive queue.declare, which reads a
  * queue's depth and consumers without touching a message. */
-#include <amqp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "console_sampler.h"
+#include "io/sc_rabbitmq.h"
 
 /* A passive queue.declare: the queue's depth and consumers. Returns 0; 1
  * when the broker refused it (no such queue, or not allowed: err says,

@@ -18,10 +18,10 @@
 #ifndef SC_CONSUME_ORDER_H
 #define SC_CONSUME_ORDER_H
 
-#include <amqp.h>
 #include <stdint.h>
 
 #include "config.h"
+#include "io/sc_rabbitmq.h"
 
 /* The longest key: consumer_held_key.order_key is VARCHAR(255). */
 #define SC_ORDER_KEY_MAX 255

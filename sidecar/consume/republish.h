@@ -7,11 +7,11 @@
 #ifndef SC_REPUBLISH_H
 #define SC_REPUBLISH_H
 
-#include <amqp.h>
 
 #include "io/amqp_conn.h"
 #include "config.h"
 #include "envelope/sidecar_headers.h"
+#include "io/sc_rabbitmq.h"
 #include "log.h"
 
 /* The delivery's headers table, or NULL when it has none. */

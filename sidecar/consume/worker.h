@@ -5,7 +5,6 @@
 #ifndef SC_WORKER_H
 #define SC_WORKER_H
 
-#include <amqp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -15,6 +14,7 @@
 #include "envelope/message.h"
 #include "io/amqp_conn.h"
 #include "io/db.h"
+#include "io/sc_rabbitmq.h"
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"

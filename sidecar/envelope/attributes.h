@@ -4,12 +4,12 @@
 #ifndef SC_ENVELOPE_ATTRIBUTES_H
 #define SC_ENVELOPE_ATTRIBUTES_H
 
-#include <amqp.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "envelope/event.h"
+#include "io/sc_rabbitmq.h"
 
 /* An event's data as its mode carries it. */
 struct sc_event_data {

@@ -17,10 +17,10 @@
 #ifndef SC_ENVELOPE_MESSAGE_H
 #define SC_ENVELOPE_MESSAGE_H
 
-#include <amqp.h>
 #include <stddef.h>
 
 #include "envelope/event.h"
+#include "io/sc_rabbitmq.h"
 
 #define SC_CT_STRUCTURED "application/cloudevents+json"
 #define SC_CT_BATCH "application/cloudevents-batch+json"

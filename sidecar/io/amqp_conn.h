@@ -4,11 +4,11 @@
 #ifndef SC_AMQP_CONN_H
 #define SC_AMQP_CONN_H
 
-#include <amqp.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
+#include "io/sc_rabbitmq.h"
 
 #define SC_AMQP_CHANNEL 1
 /* A connection's second channel, for the passive declares that check a

@@ -3,10 +3,10 @@
 #ifndef SC_AMQP_PRIVATE_H
 #define SC_AMQP_PRIVATE_H
 
-#include <amqp.h>
 #include <stddef.h>
 
 #include "io/amqp_conn.h"
+#include "io/sc_rabbitmq.h"
 
 /* Writes "what: detail" into err; returns -1. */
 int sc_amqp_fail(char *err, size_t len, const char *what, const char *detail);
