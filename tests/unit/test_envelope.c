@@ -145,7 +145,7 @@ static void test_binary(void)
            strcmp(e.ev.time, "2025-11-29T10:00:00Z") == 0,
        "a string eventversion header is an integer, an AMQP timestamp an RFC 3339 time, no "
        "content type is JSON, a braced message_id is the same id (%s, %s)", rc ? why : "ok",
-       rc ? "" : e.ev.time);
+       rc ? "" : e.ev.time ? e.ev.time : "no time");
     if (rc == 0)
         sc_event_free(&e);
 
