@@ -117,13 +117,20 @@ def rabbitmqctl(*args):
 
 def broker_max_message_size(n=None):
     """The broker's max_message_size (set to n first when given): channels
-    opened after take it. Returns the value now, or None when unreadable."""
+    opened after take it. RabbitMQ 3.x reads it from the application's
+    environment as a channel opens, 4.x from a persistent term written at
+    boot (the environment is then ignored): both are set. Returns the value
+    in force now, or None when unreadable."""
     import re
-    if n is not None and rabbitmqctl("eval", f"application:set_env(rabbit, max_message_size, {int(n)}).").returncode:
+    if n is not None and rabbitmqctl("eval", f"application:set_env(rabbit, max_message_size, {int(n)}), "
+                                     f"persistent_term:put(max_message_size, {int(n)}).").returncode:
         return None
-    r = rabbitmqctl("eval", "application:get_env(rabbit, max_message_size).")
-    m = re.search(r"\{ok,(\d+)\}", r.stdout)
-    return int(m.group(1)) if m else None
+    r = rabbitmqctl("eval", "{application:get_env(rabbit, max_message_size), "
+                    "persistent_term:get(max_message_size, undefined)}.")
+    m = re.search(r"\{\{ok,(\d+)\},(\d+|undefined)\}", r.stdout)
+    if not m:
+        return None
+    return int(m.group(2)) if m.group(2) != "undefined" else int(m.group(1))
 
 
 def event_body(eid, etype="ORDER_ACCEPTED", subject="1001", version=1, data=None):
