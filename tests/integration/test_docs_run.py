@@ -147,8 +147,11 @@ def rabbitmqctl(*args):
 
 def tracked_files():
     """The checkout's files (not the build trees, not .local)."""
-    r = sh(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"])
-    if r.returncode == 0:
+    try:
+        r = sh(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"])
+    except FileNotFoundError:  # no git on this machine
+        r = None
+    if r is not None and r.returncode == 0:
         return [f for f in r.stdout.split("\n") if f and os.path.isfile(os.path.join(ROOT, f))]
     found = []  # not a git checkout: walk it
     for d, dirs, files in os.walk(ROOT):
