@@ -2,8 +2,6 @@
  * keep it alive, and read what the broker sends on its own (a close). */
 #include "amqp_conn.h"
 
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
