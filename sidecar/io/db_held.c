@@ -154,6 +154,20 @@ int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, con
 
 /* Forgets the key's held events that are consumed (they hold nothing):
  * part of the transaction it runs in. */
+/* Takes the key's consumer_held_key row FOR UPDATE (qc, qk quoted).
+ * Returns 0, or -1 with e set. */
+static int lock_key(struct sc_db *db, const char *qc, const char *qk, struct sc_db_err *e)
+{
+    char sql[900];
+    snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_key WHERE consumer_name = %s AND "
+             "order_key = %s FOR UPDATE", qc, qk);
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
+        return -1;
+    mysql_free_result(res);
+    return 0;
+}
+
 static int forget_consumed(struct sc_db *db, const char *qc, const char *qk, struct sc_db_err *e)
 {
     char sql[1200];
@@ -172,17 +186,12 @@ long sc_db_held_left(struct sc_db *db, const char *consumer, const char *key, ch
     quoted(db->conn, qk, key);
     /* The key's row first, as a hold and a replay's naming take it: what
      * is read below is all there is until this commits. */
-    snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_key WHERE consumer_name = %s AND "
-             "order_key = %s FOR UPDATE", qc, qk);
-    MYSQL_RES *res = sc_db_select(db, sql, e);
-    if (!res)
-        return rollback_fail(db);
-    mysql_free_result(res);
-    if (forget_consumed(db, qc, qk, e))
+    if (lock_key(db, qc, qk, e) || forget_consumed(db, qc, qk, e))
         return rollback_fail(db);
     snprintf(sql, sizeof sql, "SELECT event_id FROM consumer_held_event WHERE consumer_name = %s "
              "AND order_key = %s ORDER BY hold_seq LIMIT 1", qc, qk);
-    if (!(res = sc_db_select(db, sql, e)))
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
         return rollback_fail(db);
     MYSQL_ROW row = mysql_fetch_row(res);
     long n = row != NULL;
@@ -207,17 +216,14 @@ int sc_db_held_lock_events(struct sc_db *db, const char *consumer, const char *k
     quoted(db->conn, qk, key);
     /* The key's row locked: no hold of the key commits until the replay
      * is named, so what is read here is all there is. */
-    snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_key WHERE consumer_name = %s AND "
-             "order_key = %s FOR UPDATE", qc, qk);
-    MYSQL_RES *res = sc_db_select(db, sql, e);
-    if (!res)
+    if (lock_key(db, qc, qk, e))
         return rollback_fail(db);
-    mysql_free_result(res);
     snprintf(sql, sizeof sql, "SELECT e.event_id, e.hold_seq FROM consumer_held_event e WHERE "
              "e.consumer_name = %s AND e.order_key = %s AND NOT EXISTS (SELECT 1 FROM "
              "consumed_event c WHERE c.consumer_name = e.consumer_name AND c.event_id = "
              "e.event_id) ORDER BY e.hold_seq", qc, qk);
-    if (!(res = sc_db_select(db, sql, e)))
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
         return rollback_fail(db);
     my_ulonglong rows = mysql_num_rows(res);
     if (rows && !(*out = calloc((size_t)rows, sizeof **out))) {

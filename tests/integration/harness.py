@@ -378,6 +378,28 @@ def is_commit(payload):
     return payload[:1] == b"\x03" and payload[1:].strip().upper() == b"COMMIT"
 
 
+def _loopback_listener():
+    """A listening socket on a free loopback port: (socket, port)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock, sock.getsockname()[1]
+
+
+def _pump(src, dst):
+    """Forwards src to dst until either side ends, then shuts both."""
+    try:
+        while True:
+            b = src.recv(65536)
+            if not b:
+                break
+            dst.sendall(b)
+    except OSError:
+        pass
+    _shut(src, dst)
+
+
 class _Link:
     """One client connection through a proxy and its server connection."""
 
@@ -396,11 +418,7 @@ class _MySQLProxy:
 
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
+        self.sock, self.port = _loopback_listener()
         self.lock = threading.Lock()
 
     def packet(self, pkt, link):
@@ -538,15 +556,7 @@ class GateProxy(_MySQLProxy):
 
     @staticmethod
     def _plain_client_to_server(link):
-        try:
-            while True:
-                b = link.client.recv(65536)
-                if not b:
-                    break
-                link.server.sendall(b)
-        except OSError:
-            pass
-        _shut(link.client, link.server)
+        _pump(link.client, link.server)
 
 
 class CancelDroppingAmqpProxy:
@@ -559,11 +569,7 @@ class CancelDroppingAmqpProxy:
 
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
+        self.sock, self.port = _loopback_listener()
         self.dropping = True
         self.dropped = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -578,20 +584,8 @@ class CancelDroppingAmqpProxy:
             except OSError:
                 return
             s = socket.create_connection(self.target)
-            threading.Thread(target=self._up, args=(c, s), daemon=True).start()
+            threading.Thread(target=_pump, args=(c, s), daemon=True).start()
             threading.Thread(target=self._down, args=(c, s), daemon=True).start()
-
-    @staticmethod
-    def _up(c, s):
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                s.sendall(b)
-        except OSError:
-            pass
-        _shut(c, s)
 
     def _down(self, c, s):
         buf = b""
