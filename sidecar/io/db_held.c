@@ -152,13 +152,11 @@ int sc_db_held_hold(struct sc_db *db, const char *consumer, const char *key, con
     return sc_db_commit(db, e) ? rollback_fail(db) : 0;
 }
 
-/* Forgets the key's held events that are consumed (they hold nothing):
- * part of the transaction it runs in. */
 /* Takes the key's consumer_held_key row FOR UPDATE (qc, qk quoted).
  * Returns 0, or -1 with e set. */
 static int lock_key(struct sc_db *db, const char *qc, const char *qk, struct sc_db_err *e)
 {
-    char sql[900];
+    char sql[1200];
     snprintf(sql, sizeof sql, "SELECT hold_seq FROM consumer_held_key WHERE consumer_name = %s AND "
              "order_key = %s FOR UPDATE", qc, qk);
     MYSQL_RES *res = sc_db_select(db, sql, e);
@@ -168,6 +166,8 @@ static int lock_key(struct sc_db *db, const char *qc, const char *qk, struct sc_
     return 0;
 }
 
+/* Forgets the key's held events that are consumed (they hold nothing):
+ * part of the transaction it runs in. */
 static int forget_consumed(struct sc_db *db, const char *qc, const char *qk, struct sc_db_err *e)
 {
     char sql[1200];
