@@ -437,7 +437,9 @@ static int integers_ok(const char *body, size_t len, char *reason, size_t reason
     }
     if (rc != 0 || !bad_k)
         return 1;
-    if (strcspn(bad_v, ".eE") < bad_v_len)
+    /* bad_v points into the body, which has no NUL after it. */
+    if (memchr(bad_v, '.', bad_v_len) || memchr(bad_v, 'e', bad_v_len) ||
+        memchr(bad_v, 'E', bad_v_len))
         snprintf(reason, reason_len, "attribute '%.*s' is a number with a fraction or an exponent "
                  "(CloudEvents 1.0 Integer: only the integer component; no other number type)",
                  (int)(bad_k_len > 64 ? 64 : bad_k_len), bad_k);
