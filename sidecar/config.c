@@ -260,7 +260,8 @@ static const struct field relay_fields[] = {
              "sent ([contract.md](contract.md#the-outbox-relay-contract))"},
     {.key = "ordering", .type = F_STR, .off = REL(ordering), .def_str = "none", .choices = orderings,
      .help = "`none`, or `per_aggregate`: an event is published only once every earlier event of "
-             "its `(aggregate_type, aggregate_id)` (by `created_at, event_id`) is PUBLISHED; a "
+             "its `(aggregate_type, aggregate_id)` (by `event_version, created_at, event_id`) is "
+             "PUBLISHED; a "
              "FAILED row holds the rest of its aggregate "
              "([contract.md](contract.md#the-outbox-relay-contract))"},
 };

@@ -56,11 +56,11 @@ static const struct need needs[] = {
      INDEX("outbox_event", "ix_outbox_event_lease", "status,lease_until"), 1,
      "001_outbox_event.sql"},
     {SC_SCHEMA_RELAY_ORDER,
-     "index ix_outbox_event_order (aggregate_type, aggregate_id, status, created_at, event_id), "
-     "which relay.ordering \"per_aggregate\" claims by",
+     "index ix_outbox_event_order (aggregate_type, aggregate_id, status, event_version, created_at, "
+     "event_id), which relay.ordering \"per_aggregate\" claims by",
      INDEX("outbox_event", "ix_outbox_event_order",
-           "aggregate_type,aggregate_id,status,created_at,event_id"), 1,
-     "008_outbox_order.sql"},
+           "aggregate_type,aggregate_id,status,event_version,created_at,event_id"), 1,
+     "008_outbox_order.sql, then 012_outbox_order_version.sql"},
     /* information_schema.CHECK_CONSTRAINTS is hidden from a user with
      * column privileges only (MariaDB): the table's own definition is not. */
     {SC_SCHEMA_RELAY, "status FAILED allowed by ck_outbox_event_status",
