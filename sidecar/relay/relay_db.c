@@ -63,6 +63,10 @@
     "AND o.event_id = " AGG_FIRST("p.event_id", "PUBLISHING") " AND " NONE_BEFORE("PENDING")       \
     "AND " NO_FAILED
 #define CLAIM_SQL_MAX 4096
+/* the format with its head tests inlined, plus the digits of a LIMIT */
+_Static_assert(sizeof(CLAIM_EXPIRED_SQL HEAD_EXPIRED) + 12 <= CLAIM_SQL_MAX &&
+                   sizeof(CLAIM_PENDING_SQL HEAD_PENDING) + 12 <= CLAIM_SQL_MAX,
+               "the claim statements fit CLAIM_SQL_MAX");
 
 /* The claim statement text: expired leases or PENDING rows, ordered or not. */
 static void claim_sql(char *sql, size_t len, int expired, int per_aggregate, int limit)
