@@ -179,7 +179,9 @@ static void *worker_main(void *arg)
         unsigned code = 0;
         int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
-            handled = w->c->k->ordering.present ? sc_consume_ordered(w) : consume_loop(w, w->dls);
+            handled = w->c->cfg->tenants.present ? sc_consume_tenants(w)
+                      : w->c->k->ordering.present ? sc_consume_ordered(w)
+                                                  : consume_loop(w, w->dls);
         /* Closing the channel returns every unacked delivery to the queue. */
         sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
@@ -270,7 +272,9 @@ int sc_consume_run(const struct sc_config *cfg)
     for (size_t i = 0; i < cfg->n_consumers; i++)
         if (sc_held_mode(&cfg->consumers[i]))
             parts |= SC_SCHEMA_HOLD;
-    if (sc_schema_startup(cfg, parts) || declare_at_start(cfg))
+    /* With tenants each tenant's session proves its schema when it opens
+     * (the claim is prepared there): a tenant without one waits. */
+    if ((!cfg->tenants.present && sc_schema_startup(cfg, parts)) || declare_at_start(cfg))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-consume", oerr, sizeof oerr)) {
