@@ -317,7 +317,9 @@ int sc_consume_run(const struct sc_config *cfg)
             w->index = j;
             int batch_max = cfg->consumers[i].batch_max;
             w->items_cap = batch_max - 1 + SC_MESSAGE_BATCH_MAX;
-            w->dls = calloc((size_t)batch_max, sizeof *w->dls);
+            /* With tenants the whole prefetch is grouped by tenant. */
+            int in_hand = cfg->tenants.present ? sc_tenant_in_hand(&cfg->consumers[i]) : batch_max;
+            w->dls = calloc((size_t)in_hand, sizeof *w->dls);
             w->items = calloc((size_t)w->items_cap, sizeof *w->items);
             w->reasons = malloc((size_t)w->items_cap * SC_REASON_LEN);
             if (!w->dls || !w->items || !w->reasons) {

@@ -27,19 +27,27 @@
 /* The batch being gathered: the deliveries in w->dls and, by slot, what
  * the loop knows of each. */
 struct gathered {
-    int n;
+    int n, cap;         /* cap: prefetch (or batch_max when larger) */
     int *session;       /* the tenant's session entry, or NO_TENANT */
     int64_t *since_ms;  /* parked since (0: fresh) */
     int *kept;          /* parked again: its envelope moved, not destroyed */
     char (*why)[256];   /* a refused delivery's reason (d->refused points here) */
     struct delivery *tmp;
-    int *order;
+    int *order, *rank, *sess, *refused;
+    int64_t *since;
 };
 
 static int gathered_init(struct gathered *g, int cap)
 {
     memset(g, 0, sizeof *g);
+    g->cap = cap;
     size_t n = (size_t)cap;
+    g->rank = calloc(n, sizeof *g->rank);
+    g->sess = calloc(n, sizeof *g->sess);
+    g->refused = calloc(n, sizeof *g->refused);
+    g->since = calloc(n, sizeof *g->since);
+    if (!g->rank || !g->sess || !g->refused || !g->since)
+        return -1;
     g->session = calloc(n, sizeof *g->session);
     g->since_ms = calloc(n, sizeof *g->since_ms);
     g->kept = calloc(n, sizeof *g->kept);
@@ -57,6 +65,10 @@ static void gathered_free(struct gathered *g)
     free(g->why);
     free(g->tmp);
     free(g->order);
+    free(g->rank);
+    free(g->sess);
+    free(g->refused);
+    free(g->since);
 }
 
 /* The delay before a tenant's returned delivery comes back: the consumer's
@@ -135,7 +147,7 @@ static int take_parked(struct worker *w, struct gathered *g, int64_t now)
         struct sc_parked *p = &t->parked[j];
         int expired = now - p->since_ms >= hold_ms;
         int due = !sc_tenant_down(w, p->session, now);
-        if (!expired && (!due || g->n >= w->c->k->batch_max)) {
+        if (!expired && (!due || g->n >= g->cap)) {
             j++;
             continue;
         }
@@ -179,8 +191,8 @@ static void classify(struct worker *w, struct gathered *g, int j)
 static void group(struct worker *w, struct gathered *g)
 {
     int n = g->n;
-    int rank[SC_BATCH_LIMIT], sess[SC_BATCH_LIMIT], refused[SC_BATCH_LIMIT];
-    int64_t since[SC_BATCH_LIMIT];
+    int *rank = g->rank, *sess = g->sess, *refused = g->refused;
+    int64_t *since = g->since;
     for (int j = 0; j < n; j++) {
         rank[j] = -1;
         for (int x = 0; x <= j && g->session[j] != NO_TENANT && rank[j] < 0; x++)
@@ -188,7 +200,8 @@ static void group(struct worker *w, struct gathered *g)
                 rank[j] = x;
         g->order[j] = j;
     }
-    /* Insertion sort: stable, and n is at most batch_max. */
+    /* Insertion sort: stable; n is at most the prefetch, and mostly sorted
+     * runs make it cheap. */
     for (int x = 1; x < n; x++) {
         int v = g->order[x], y = x;
         for (; y > 0 && rank[g->order[y - 1]] > rank[v]; y--)
@@ -270,6 +283,11 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     return NEXT_CONTINUE;
 }
 
+int sc_tenant_in_hand(const struct sc_consumer_config *k)
+{
+    return k->prefetch > k->batch_max ? k->prefetch : k->batch_max;
+}
+
 static int total_workers(const struct sc_config *cfg)
 {
     int n = 0;
@@ -290,7 +308,7 @@ static int receive(struct worker *w, struct gathered *g, int wait_ms, int *cance
     size_t bytes = 0;
     for (int j = 0; j < g->n; j++)
         bytes += w->dls[j].env.message.body.len;
-    while (g->n < k->batch_max && bytes < (size_t)k->max_message_bytes &&
+    while (g->n < g->cap && bytes < (size_t)k->max_message_bytes &&
            !(g->n > 0 && sc_batch_ends_gathering(w, &w->dls[g->n - 1].env))) {
         struct delivery *d = &w->dls[g->n];
         slot_clear(g, d, g->n);
@@ -325,7 +343,7 @@ long sc_consume_tenants(struct worker *w)
     struct gathered g = {0};
     long handled = 0;
     if ((!w->tenant && sc_tenant_worker_init(w, total_workers(w->c->cfg))) ||
-        gathered_init(&g, k->batch_max)) {
+        gathered_init(&g, sc_tenant_in_hand(k))) {
         sc_log(SC_LOG_ERROR, &lf, "tenants: out of memory");
         gathered_free(&g);
         return 0;
@@ -363,8 +381,11 @@ long sc_consume_tenants(struct worker *w)
         group(w, &g);
         enum next next = NEXT_CONTINUE;
         for (int a = 0; a < g.n && next == NEXT_CONTINUE;) {
+            /* One tenant's run of deliveries, batch_max at a time: the
+             * deliveries in hand are the whole prefetch, so a tenant's
+             * batch takes all of its own that are waiting. */
             int b = a + 1;
-            while (b < g.n && g.session[b] == g.session[a])
+            while (b < g.n && b - a < k->batch_max && g.session[b] == g.session[a])
                 b++;
             if (g.session[a] != NO_TENANT && sc_tenant_down(w, g.session[a], sc_now_ms())) {
                 for (int j = a; j < b && next == NEXT_CONTINUE; j++)

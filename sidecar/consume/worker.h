@@ -212,6 +212,11 @@ int sc_worker_reset_db(struct worker *w);
  * session is made. Returns 0, or -1 with e filled. */
 int sc_worker_db_open(struct worker *w, struct sc_db_err *e);
 
+/* tenant_loop.c: how many deliveries a worker of a consumer with tenants
+ * holds in hand to group by tenant (the size of its dls): the prefetch, or
+ * batch_max when that is larger. */
+int sc_tenant_in_hand(const struct sc_consumer_config *k);
+
 /* tenant_loop.c: the loop of a consumer with tenants until a connection
  * fails or a stop is requested. Returns the deliveries handled. */
 long sc_consume_tenants(struct worker *w);
