@@ -310,7 +310,7 @@ static const struct field tenants_fields[] = {
              "`names` refuses, is dead-lettered with the reason "
              "([contract.md](contract.md#tenants-a-database-per-tenant))"},
     {.key = "database_url", .type = F_STR_LIST, .off = TEN(database_urls),
-     .count_off = TEN(n_database_urls), .required = 1, .def_doc = "required",
+     .count_off = TEN(n_database_urls), .def_doc = "required",
      .help = "`mysql://user:pass@host:port/app_{tenant}`: the tenant's database, `{tenant}` "
              "replaced by its name (or an array of such URLs: cluster nodes). "
              "`SIDECAR_TENANTS_DATABASE_URL(_FILE)` override it like `mysql.url`"},
