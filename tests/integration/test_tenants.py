@@ -68,6 +68,19 @@ ok("no tenant" in dead.get(none_id, ""), f"no tenant: reason says so ({dead.get(
 ok("tenant refused" in dead.get(bad_id, "") and "tenants.names" in dead.get(bad_id, ""),
    f"refused name: reason says so ({dead.get(bad_id)})")
 
+# check: each listed tenant's database reached and its schema checked.
+cfg = dict(sc.config)
+cfg["tenants"] = dict(cfg["tenants"], list=[A, B])
+rc, out = run_sidecar_cmd(["check"], cfg)
+ok(rc == 0 and f"tenant {A}: connected" in out and f"tenant {B}: connected" in out,
+   "check: both listed tenants reached, schema there", detail=out)
+rc, out = run_sidecar_cmd(["check", "--tenant", C], cfg)
+ok(rc == 1 and f"tenant {C}" in out, f"check --tenant {C}: its database is missing (exit {rc})",
+   detail=out)
+ok("consumer-secret" not in out, "check prints no password")
+rc, out = run_sidecar_cmd(["check", "--tenant", "Bad!"], cfg)
+ok(rc == 2 and "tenant" in out, f"check --tenant with a refused name: bad usage (exit {rc})", detail=out)
+
 # A missing database: its events wait while A's flow; made, they apply.
 ec = [str(uuid.uuid4()) for _ in range(10)]
 send(sc.exchange, [(e, C) for e in ec])
