@@ -243,6 +243,8 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
         w->db_urls = NULL;
         return sc_batch_process(w, dls, n);
     }
+    for (int j = 0; j < n; j++)
+        dls[j].tenant = w->tenant->sessions[i].name;
     struct sc_db_err e = {0};
     int64_t now = sc_now_ms();
     int opened = sc_tenant_down(w, i, now) ? -1 : sc_tenant_enter(w, i, &e);

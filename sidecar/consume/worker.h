@@ -78,6 +78,7 @@ struct delivery {
     const char *key;      /* its ordering key, or NULL */
     const char *event_id; /* its event's id as the key was read, or NULL */
     const char *replay_token; /* a copy `sidecar dlq replay --key` sent: its token, else "" */
+    const char *tenant;   /* tenants: its tenant (its dead letter says so), or NULL */
     char held_why[64];    /* "held behind <event_id>" */
     int replay_in_flight; /* refused as held while its key's replay is in flight ... */
     char held_behind[37], held_token[37]; /* ... behind this event, this replay */

@@ -68,6 +68,27 @@ ok("no tenant" in dead.get(none_id, ""), f"no tenant: reason says so ({dead.get(
 ok("tenant refused" in dead.get(bad_id, "") and "tenants.names" in dead.get(bad_id, ""),
    f"refused name: reason says so ({dead.get(bad_id)})")
 
+# A tenant's dead letter says its tenant; replayed, it applies in that
+# tenant's database (the tenant travels in the message itself).
+rej = str(uuid.uuid4())
+tenant_query(A, "REVOKE INSERT ON notification_job FROM 'sidecar_consumer'@'%'")
+send(sc.exchange, [(rej, A)])
+ok(wait_until(lambda: queue_depth(sc.dlq) == 1, timeout=30), "an event A's handler refused is dead-lettered")
+grant(A)
+conn = amqp()
+ch = conn.channel()
+m, props, _ = ch.basic_get(sc.dlq, auto_ack=False)
+hdr = (props.headers or {}) if m else {}
+ch.basic_nack(m.delivery_tag, requeue=True) if m else None
+conn.close()
+is_eq(hdr.get("x-sidecar-tenant"), A, "its dead letter carries x-sidecar-tenant")
+admin_cfg = dict(sc.config, mysql={"url": os.environ["SC_TEST_MYSQL_ADMIN_URL"]})
+rc, out = run_sidecar_cmd(["dlq", "replay", sc.name, "--id", rej], admin_cfg)
+ok(rc == 0 and "replayed 1 of 1" in out, f"dlq replay --id ({out.strip()[-200:]})")
+ok(wait_until(lambda: tenant_count(A, "notification_job", [rej]) == 1, timeout=30),
+   "the replayed event applied in tenant A's database")
+is_eq(tenant_count(B, "consumed_event", [rej]), 0, "and not in B's")
+
 # check: each listed tenant's database reached and its schema checked.
 cfg = dict(sc.config)
 cfg["tenants"] = dict(cfg["tenants"], list=[A, B])
