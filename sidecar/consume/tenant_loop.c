@@ -41,7 +41,7 @@ static int gathered_init(struct gathered *g, int cap)
 {
     memset(g, 0, sizeof *g);
     g->cap = cap;
-    size_t n = (size_t)cap;
+    size_t n = (size_t)cap + 2; /* + 2: a count per group, groups <= cap + 1 */
     g->rank = calloc(n, sizeof *g->rank);
     g->sess = calloc(n, sizeof *g->sess);
     g->refused = calloc(n, sizeof *g->refused);
@@ -193,21 +193,33 @@ static void group(struct worker *w, struct gathered *g)
     int n = g->n;
     int *rank = g->rank, *sess = g->sess, *refused = g->refused;
     int64_t *since = g->since;
+    /* rank: a dense group number (0: no tenant, then tenants in the order
+     * first seen); a counting sort keeps arrival order within a group and
+     * costs O(n), whatever the mix of tenants. */
+    struct sc_tenant_worker *t = w->tenant;
+    int groups = 1;
     for (int j = 0; j < n; j++) {
-        rank[j] = -1;
-        for (int x = 0; x <= j && g->session[j] != NO_TENANT && rank[j] < 0; x++)
-            if (g->session[x] == g->session[j])
-                rank[j] = x;
-        g->order[j] = j;
+        if (g->session[j] == NO_TENANT) {
+            rank[j] = 0;
+            continue;
+        }
+        struct sc_tenant_session *s = &t->sessions[g->session[j]];
+        if (s->group_round != t->group_round) {
+            s->group_round = t->group_round;
+            s->group_mark = groups++;
+        }
+        rank[j] = s->group_mark;
     }
-    /* Insertion sort: stable; n is at most the prefetch, and mostly sorted
-     * runs make it cheap. */
-    for (int x = 1; x < n; x++) {
-        int v = g->order[x], y = x;
-        for (; y > 0 && rank[g->order[y - 1]] > rank[v]; y--)
-            g->order[y] = g->order[y - 1];
-        g->order[y] = v;
-    }
+    if (++t->group_round == 0)
+        t->group_round = 1; /* 0 is a new session's */
+    int *start = refused; /* reused as the count per group, then the next free place */
+    memset(start, 0, (size_t)(groups + 1) * sizeof *start);
+    for (int j = 0; j < n; j++)
+        start[rank[j] + 1]++;
+    for (int r = 1; r <= groups; r++)
+        start[r] += start[r - 1];
+    for (int j = 0; j < n; j++)
+        g->order[start[rank[j]]++] = j;
     char (*why)[256] = malloc((size_t)n * sizeof *why);
     for (int x = 0; x < n; x++) {
         int j = g->order[x];

@@ -39,6 +39,7 @@ int sc_tenant_worker_init(struct worker *w, int total_workers)
         free(t);
         return -1;
     }
+    t->group_round = 1;
     w->tenant = t;
     w->ack_each = 1;
     return 0;

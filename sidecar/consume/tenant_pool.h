@@ -28,6 +28,8 @@ struct sc_tenant_session {
     int64_t retry_at_ms;       /* down: not tried again before then (0: up) */
     unsigned failures;         /* opens or batches in a row that lost the session */
     char last_error[256];      /* why it is down */
+    int group_mark;            /* its group number in the batch being grouped ... */
+    unsigned group_round;      /* ... valid while this equals the worker's group_round */
 };
 
 /* A delivery kept in hand for a down tenant. */
@@ -46,6 +48,7 @@ struct sc_tenant_worker {
     struct sc_parked *parked;
     int n_parked, park_cap;
     int64_t last_sweep_ms;
+    unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
 };
 
 /* Sets up w->tenant. Returns 0, or -1 (out of memory, a pattern that does
