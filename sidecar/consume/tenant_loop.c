@@ -415,6 +415,11 @@ long sc_consume_tenants(struct worker *w)
             if (!g.kept[j])
                 amqp_destroy_envelope(&w->dls[j].env);
         handled += g.n;
+        /* A round of the whole prefetch can take seconds: the worker was
+         * busy, not starved (sc_worker_check_queues reads silence as a
+         * consumer gone from the queue). */
+        w->last_delivery_ms = sc_now_ms();
+        w->waiting_checks = 0; /* it received since the last check */
         if (next == NEXT_RESET)
             break;
         if (cancelled) {
