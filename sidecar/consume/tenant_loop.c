@@ -401,6 +401,9 @@ long sc_consume_tenants(struct worker *w)
             int b = a + 1;
             while (b < g.n && b - a < k->batch_max && g.session[b] == g.session[a])
                 b++;
+            /* A round opens sessions (a connect may take connect_timeout_s):
+             * heartbeats between groups too. */
+            sc_worker_keep_alive(w);
             if (g.session[a] != NO_TENANT && sc_tenant_down(w, g.session[a], sc_now_ms())) {
                 for (int j = a; j < b && next == NEXT_CONTINUE; j++)
                     if (park(w, &g, j))
