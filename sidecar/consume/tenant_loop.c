@@ -99,6 +99,7 @@ static int give_back(struct worker *w, amqp_envelope_t *env, int i, const char *
         return -1;
     if (sc_amqp_ack(&w->in, env->delivery_tag, 0))
         return -1;
+    atomic_fetch_add(&w->c->m.tenant_returned, 1);
     sc_log(SC_LOG_INFO, &lf, "tenant %s: %s; returned through the %d ms delay queue, attempt "
            "count unchanged", i >= 0 ? w->tenant->sessions[i].name : "?", why, delay);
     return 0;
@@ -375,6 +376,7 @@ long sc_consume_tenants(struct worker *w)
             }
         }
         sc_tenant_sweep(w, now);
+        sc_tenant_gauges(w, 0);
         g.n = 0;
         if (take_parked(w, &g, now))
             break;

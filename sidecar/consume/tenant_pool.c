@@ -58,6 +58,7 @@ void sc_tenant_worker_free(struct worker *w)
     struct sc_tenant_worker *t = w->tenant;
     if (!t)
         return;
+    sc_tenant_gauges(w, 1);
     for (int i = 0; i < t->n_sessions; i++) {
         session_close(t, &t->sessions[i]);
         sc_tenant_urls_free(t->sessions[i].urls, t->sessions[i].n_urls);
@@ -207,6 +208,25 @@ void sc_tenant_sweep(struct worker *w, int64_t now_ms)
         }
         t->n_sessions--;
     }
+}
+
+static void gauge(atomic_int *g, int *mine, int now)
+{
+    atomic_fetch_add(g, now - *mine);
+    *mine = now;
+}
+
+void sc_tenant_gauges(struct worker *w, int gone)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    struct sc_consumer_metrics *m = &w->c->m;
+    int64_t now = sc_now_ms();
+    int down = 0;
+    for (int i = 0; !gone && i < t->n_sessions; i++)
+        down += t->sessions[i].retry_at_ms > now;
+    gauge(&m->tenant_sessions, &t->g_sessions, gone ? 0 : t->open + (w->db.conn != NULL));
+    gauge(&m->tenants_down, &t->g_down, down);
+    gauge(&m->tenant_waiting, &t->g_waiting, gone ? 0 : t->n_parked);
 }
 
 int64_t sc_tenant_next_retry_ms(const struct worker *w)

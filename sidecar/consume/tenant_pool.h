@@ -49,6 +49,7 @@ struct sc_tenant_worker {
     int n_parked, park_cap;
     int64_t last_sweep_ms;
     unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
+    int g_sessions, g_down, g_waiting; /* this worker's part of the tenant gauges */
 };
 
 /* Sets up w->tenant. Returns 0, or -1 (out of memory, a pattern that does
@@ -80,6 +81,10 @@ void sc_tenant_leave(struct worker *w, int i, int lost, const struct sc_db_err *
 /* Closes the sessions unused for tenants.idle_close_ms (at most once a
  * second). */
 void sc_tenant_sweep(struct worker *w, int64_t now_ms);
+
+/* Moves this worker's part of the tenant gauges to what it holds now (0
+ * everywhere when gone). */
+void sc_tenant_gauges(struct worker *w, int gone);
 
 /* The earliest time a down tenant with parked deliveries may be tried
  * again, or INT64_MAX. */

@@ -127,11 +127,19 @@ ok(wait_until(lambda: tenant_count(A, "notification_job", ea3) == 20, timeout=60
    "tenant A's events applied while B is out of reach")
 is_eq(tenant_count(B, "notification_job", eb2), 0, "none of B's applied meanwhile")
 is_eq(queue_depth(sc.dlq), 0, "and none dead-lettered")
+gauge = lambda name: metric_sum(sc.http_port(), r'^%s\{consumer="[^"]*"\} (\d+)$' % name, default=-1)
+ok(wait_until(lambda: gauge("sidecar_tenants_down") >= 1 and gauge("sidecar_tenant_waiting") >= 1,
+              timeout=30),
+   f"metrics: a tenant down, deliveries waiting ({gauge('sidecar_tenants_down')}, "
+   f"{gauge('sidecar_tenant_waiting')})")
 grant(B)
 ok(wait_until(lambda: tenant_count(B, "notification_job", eb2) == 20, timeout=90),
    "B back: its waiting events applied")
 is_eq(tenant_count(B, "consumed_event", eb2), 20, "tenant B: one claim per event")
 ok(any("usable again" in l.get("msg", "") for l in sc.lines()), "the consumer said B is back")
+ok(wait_until(lambda: gauge("sidecar_tenants_down") == 0 and gauge("sidecar_tenant_waiting") == 0,
+              timeout=30), "metrics: no tenant down, nothing waiting")
+ok(gauge("sidecar_tenant_sessions") >= 2, f"metrics: tenant sessions open ({gauge('sidecar_tenant_sessions')})")
 ok(sc.get("/readyz")[0] == 200, "ready throughout (one tenant's outage is not the process's)")
 is_eq(queue_depth(sc.dlq), 0, "nothing dead-lettered")
 is_eq(sc.stop(), 0, "clean stop")
