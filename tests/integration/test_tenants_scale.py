@@ -56,9 +56,8 @@ def run(label, spread):
     secs = time.time() - start
     ok(done_ok, f"{label}: every event settled in {secs:.1f} s ({N / secs:.0f} ev/s)")
     rss = vmrss_kib(sc.proc.pid)
-    s = metric_sum(port, r'^sidecar_batch_size_sum\{[^}]*\} (\d+)$')
     c = metric_sum(port, r'^sidecar_batch_size_count\{[^}]*\} (\d+)$')
-    diag(f"{label}: {c} transactions, {s / max(c, 1):.1f} deliveries each")
+    diag(f"{label}: {c} transactions, {N / max(c, 1):.1f} deliveries each")
     by = {}
     for eid, t in zip(ids, owner):
         by.setdefault(t, []).append(eid)
