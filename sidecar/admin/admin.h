@@ -24,6 +24,11 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
  * refused. */
 int sc_check_run(const struct sc_config *cfg);
 
+/* check, with tenants: each tenant of tenants.list, or only the one named,
+ * reached and its schema checked. 0, 1 when one cannot be reached, 2 when a
+ * schema lacks what the consumers need. */
+int sc_check_tenants(const struct sc_config *cfg, const char *only);
+
 /* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
 long long sc_parse_duration_s(const char *s);
 
