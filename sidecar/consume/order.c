@@ -24,20 +24,16 @@ uint64_t sc_order_hash(const char *key)
 static int key_from_data(const char *data, size_t len, const char *p, char *key, size_t cap,
                          char *why, size_t why_len)
 {
-    size_t a, b;
-    if (!data || sc_json_pointer_span(data, len, p, &a, &b) <= 0) {
+    const char *v, *kind;
+    size_t n;
+    int found = sc_json_pointer_scalar(data, len, p, &v, &n, &kind);
+    if (found == 0) {
         snprintf(why, why_len, "no ordering key: data%.200s names nothing", p);
         return -1;
     }
-    const char *v = data + a;
-    size_t n = b - a;
-    if (*v == '"') {
-        v++;
-        n -= 2;
-    } else if (!(*v == '-' || (*v >= '0' && *v <= '9'))) {
+    if (found < 0) {
         snprintf(why, why_len, "no ordering key: data%.200s names %s, not a string or a number",
-                 p, *v == '{' ? "an object" : *v == '[' ? "an array" : *v == 'n' ? "null"
-                                                                               : "a boolean");
+                 p, kind);
         return -1;
     }
     if (n == 0 || n >= cap) {

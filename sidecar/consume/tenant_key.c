@@ -72,19 +72,15 @@ static int from_event(const char *key, const amqp_envelope_t *env, const struct 
         return -1;
     }
     /* data/<pointer>: a string (its text as written) or a number. */
-    size_t a, b;
-    const char *data = ev->ev.data_json;
-    if (!data || sc_json_pointer_span(data, ev->ev.data_json_len, key + 4, &a, &b) <= 0) {
+    const char *v, *kind;
+    size_t n;
+    int found = sc_json_pointer_scalar(ev->ev.data_json, ev->ev.data_json_len, key + 4, &v, &n, &kind);
+    if (found == 0) {
         snprintf(why, why_len, "no tenant: %.200s names nothing", key);
         return -1;
     }
-    const char *v = data + a;
-    size_t n = b - a;
-    if (*v == '"') {
-        v++;
-        n -= 2;
-    } else if (!(*v == '-' || (*v >= '0' && *v <= '9'))) {
-        snprintf(why, why_len, "no tenant: %.200s is not a string or a number", key);
+    if (found < 0) {
+        snprintf(why, why_len, "no tenant: %.200s names %s, not a string or a number", key, kind);
         return -1;
     }
     return take(v, n, key, tenant, why, why_len);

@@ -111,3 +111,23 @@ int sc_json_pointer_span(const char *text, size_t len, const char *pointer, size
     return 1;
 }
 
+
+int sc_json_pointer_scalar(const char *text, size_t len, const char *pointer, const char **value,
+                           size_t *value_len, const char **kind)
+{
+    size_t a, b;
+    if (!text || sc_json_pointer_span(text, len, pointer, &a, &b) <= 0)
+        return 0;
+    const char *v = text + a;
+    size_t n = b - a;
+    if (*v == '"') {
+        v++;
+        n -= 2;
+    } else if (!(*v == '-' || (*v >= '0' && *v <= '9'))) {
+        *kind = *v == '{' ? "an object" : *v == '[' ? "an array" : *v == 'n' ? "null" : "a boolean";
+        return -1;
+    }
+    *value = v;
+    *value_len = n;
+    return 1;
+}

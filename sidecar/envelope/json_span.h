@@ -32,6 +32,14 @@ int sc_json_pointer_valid(const char *pointer);
 int sc_json_pointer_span(const char *text, size_t len, const char *pointer, size_t *start,
                          size_t *end);
 
+/* The string or number a pointer names, as a key: a string's text between
+ * its quotes (its escapes as written) or a number's digits, in *value,
+ * *value_len. 1 when found, 0 when the pointer names nothing (or is not
+ * valid), -1 when it names another kind of value, whose name ("an object",
+ * "an array", "null", "a boolean") goes to *kind. */
+int sc_json_pointer_scalar(const char *text, size_t len, const char *pointer, const char **value,
+                           size_t *value_len, const char **kind);
+
 /* 1 when s[0..len) is exactly one valid JSON value (RFC 8259, UTF-8;
  * surrounding whitespace allowed), 0 otherwise. */
 int sc_json_text_valid(const char *s, size_t len);
