@@ -24,6 +24,12 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
  * refused. */
 int sc_check_run(const struct sc_config *cfg);
 
+/* check's part for relay.source "binlog" on a connection to the primary.
+ * Prints what holds; returns 0, or 1 after naming on stderr each thing that
+ * stops the relay. */
+struct sc_db;
+int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg);
+
 /* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
 long long sc_parse_duration_s(const char *s);
 

@@ -19,6 +19,16 @@
 /* An idle relay (other tables, DDL) stores its position at most this often. */
 #define IDLE_STORE_MS 1000
 
+unsigned sc_binlog_replica_id(const char *worker_id)
+{
+    /* A replica's server_id must differ from every server's and replica's:
+     * derived from the worker id (FNV-1a), in a range servers rarely use. */
+    unsigned h = 2166136261u;
+    for (const char *p = worker_id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return 0x40000000u | (h & 0x3fffffffu);
+}
+
 int sc_binlog_source_init(struct sc_binlog_source *s, const struct sc_config *cfg,
                           const char *worker_id)
 {
@@ -30,12 +40,7 @@ int sc_binlog_source_init(struct sc_binlog_source *s, const struct sc_config *cf
     /* the claim waits for rows, a heartbeat apart at most */
     int hb = cfg->amqp_heartbeat_s > 0 ? cfg->amqp_heartbeat_s * 500 : cfg->relay.poll_ms;
     s->wait_ms = cfg->relay.poll_ms < hb ? cfg->relay.poll_ms : hb;
-    /* A replica's server_id must differ from every server's and replica's:
-     * derived from the worker id, in a range servers rarely use. */
-    unsigned h = 2166136261u;
-    for (const char *p = worker_id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    s->server_id = 0x40000000u | (h & 0x3fffffffu);
+    s->server_id = sc_binlog_replica_id(worker_id);
     s->ckpt.db = &s->db;
     s->ckpt.owner = worker_id;
     s->ckpt.lease_ms = s->lease_ms;

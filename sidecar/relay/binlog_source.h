@@ -39,6 +39,9 @@ struct sc_binlog_source {
     unsigned long long missing, rewinds, checkpoints;
 };
 
+/* The server_id the relay's replication connection announces. */
+unsigned sc_binlog_replica_id(const char *worker_id);
+
 int sc_binlog_source_init(struct sc_binlog_source *s, const struct sc_config *cfg,
                           const char *worker_id);
 void sc_binlog_source_free(struct sc_binlog_source *s);

@@ -169,6 +169,24 @@ try:
     ok(p.returncode == 2 and "relay.source" in p.stderr,
        f"relay.source \"logfile\" stops start-up naming the key (exit {p.returncode}: {p.stderr.strip()[-160:]})")
 
+    # sidecar check: what the binlog reader needs, here and on the suite's server (no binlog)
+    cfg = dict(bad.config)
+    cfg["relay"] = dict(bad.config["relay"], source="binlog", worker_id="binlog-a")
+    cfg["mysql"] = {"url": LEAST_URL}
+    cfg["http"] = {"listen": "off"}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 0 and "log_bin on, ROW events, grants" in out and "replica server_id" in out,
+       f"check passes the binlog reader's needs as the relay_binlog role (exit {rc})", out)
+    cfg["mysql"] = {"url": os.environ["SC_TEST_MYSQL_URL"]}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 1 and "log_bin is off" in out, f"check refuses a server without the binary log (exit {rc})", out)
+    q("CREATE USER IF NOT EXISTS 'nobinlog'@'127.0.0.1' IDENTIFIED BY 'x'")
+    q("GRANT SELECT, UPDATE ON app.* TO 'nobinlog'@'127.0.0.1'")
+    q("GRANT INSERT ON app.relay_checkpoint TO 'nobinlog'@'127.0.0.1'")
+    cfg["mysql"] = {"url": f"mysql://nobinlog:x@127.0.0.1:{PORT}/app"}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 1 and "lacks REPLICATION SLAVE" in out, f"check names a missing replication grant (exit {rc})", out)
+
     # 2. published once each, rows untouched; binary mode on a second relay
     queue = bound_queue(ex)
     r = relay(ex, worker_id="binlog-a")
