@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "io/db_settings.h"
 #include "lifecycle.h"
@@ -18,6 +19,7 @@
 #define READ_SQL_MAX 65536
 /* An idle relay (other tables, DDL) stores its position at most this often. */
 #define IDLE_STORE_MS 1000
+#define LAG_EVERY_MS 5000
 
 unsigned sc_binlog_replica_id(const char *worker_id)
 {
@@ -221,6 +223,44 @@ done:
     return out;
 }
 
+/* The lag gauges, every LAG_EVERY_MS: the binary logs from the position
+ * on, less its offset, and the checkpoint's commit time behind now. With
+ * nothing read and unsettled, the position is what the stream has read
+ * (the relay's own checkpoint writes are all that follows an idle
+ * checkpoint) and the lag in time is 0. */
+static void measure_lag(struct sc_binlog_source *s)
+{
+    int64_t now = sc_now_ms();
+    int settled = s->q_len == 0 && s->n_ids == 0 && sc_binlog_stream_is_open(&s->stream);
+    const struct sc_binlog_pos *at = settled ? &s->stream.committed : &s->ckpt.stored;
+    if (!s->m || now < s->lag_at || !at->file[0])
+        return;
+    s->lag_at = now + LAG_EVERY_MS;
+    struct sc_db_err e = {0};
+    MYSQL_RES *res = sc_db_select(&s->db, "SHOW BINARY LOGS", &e);
+    if (!res)
+        return;
+    long long bytes = 0;
+    int from = 0;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res))) {
+        if (row[0] && strcmp(row[0], at->file) == 0) {
+            from = 1;
+            bytes -= (long long)at->pos;
+        }
+        if (from && row[1])
+            bytes += atoll(row[1]);
+    }
+    mysql_free_result(res);
+    sc_db_rollback(&s->db, &e);
+    if (!from)
+        return;
+    atomic_store(&s->m->binlog_lag_bytes, bytes > 0 ? bytes : 0);
+    long long ms = !settled && s->ckpt.stored.when
+                       ? (long long)time(NULL) * 1000 - (long long)s->ckpt.stored.when * 1000 : 0;
+    atomic_store(&s->m->binlog_lag_ms, ms > 0 ? ms : 0);
+}
+
 /* The position a done batch may store: after the last transaction the
  * stream finished reading when the batch was cut. */
 static void queue_done_at(struct sc_binlog_source *s)
@@ -241,6 +281,7 @@ int sc_binlog_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_e
         sc_sleep_ms(s->wait_ms); /* standing by: the claim is the core's only wait */
         return 0;
     }
+    measure_lag(s);
     if (!sc_binlog_stream_is_open(&s->stream)) {
         enum sc_binlog_open o = sc_binlog_stream_open(&s->stream, s->cfg, &s->from, s->server_id, e);
         if (o == SC_BINLOG_GONE) {
@@ -267,13 +308,14 @@ int sc_binlog_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_e
         /* Only other tables, DDL or nothing: store the position when no
          * batch is out (one write per lease renewal at most). */
         int64_t now = sc_now_ms();
-        if (s->q_len == 0 && now >= s->idle_store_at &&
+        if (s->q_len == 0 && now >= s->idle_store_at && s->stream.foreign &&
             (s->stream.committed.pos != s->ckpt.stored.pos ||
              strcmp(s->stream.committed.file, s->ckpt.stored.file) != 0)) {
             int rc = sc_binlog_ckpt_store(&s->ckpt, &s->stream.committed, e);
             if (rc < 0)
                 return -1;
             s->idle_store_at = now + IDLE_STORE_MS;
+            s->stream.foreign = 0;
             s->renew_at = now + s->lease_ms / 3;
         }
         return 0;

@@ -37,6 +37,8 @@ struct sc_binlog_source {
     unsigned gen;         /* bumped by every rewind: older batches store nothing */
     int gone;             /* the position is older than the oldest binary log: stop */
     unsigned long long missing, rewinds, checkpoints;
+    struct sc_relay_metrics *m; /* the lag gauges; NULL in tests */
+    int64_t lag_at;             /* the next lag measurement */
 };
 
 /* The server_id the relay's replication connection announces. */

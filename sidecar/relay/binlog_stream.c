@@ -240,6 +240,8 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
             s->in_tx = 1;
             return 0;
         }
+        if (!(q->length == 6 && strncmp(q->str, "COMMIT", 6) == 0))
+            s->foreign = 1;
         /* COMMIT, a DDL statement (standalone), or a statement outside any
          * transaction: its group ends here. */
         if (!s->in_tx || s->standalone || (q->length == 6 && strncmp(q->str, "COMMIT", 6) == 0))
@@ -256,6 +258,8 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
                                                    : "a TABLE_MAP event could not be decoded: impossible value");
         /* Ids are reused after a restart and by other tables: only the
          * latest map of an id counts. */
+        if (strcmp(t.name, "relay_checkpoint") != 0)
+            s->foreign = 1;
         if (strcmp(t.db, s->schema) == 0 && strcmp(t.name, "outbox_event") == 0) {
             s->table = t;
             s->have_table = 1;

@@ -36,6 +36,8 @@ struct sc_binlog_stream {
     struct sc_binlog_pos committed; /* after the last complete transaction read */
     char pending_gtid[SC_BINLOG_GTID_MAX + 1];
     int in_tx, standalone;
+    int foreign; /* read an event of another table than relay_checkpoint, or a statement:
+                    worth an idle checkpoint (its own writes are not) */
     unsigned long long rows_seen, bytes_read;
     char err[512];
 };

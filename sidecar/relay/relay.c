@@ -241,6 +241,11 @@ int sc_relay_run(const struct sc_config *cfg)
         return 1;
     }
     sc_relay_metrics_init(&m, worker_id);
+    if (sc_relay_binlog(rc)) {
+        io.binlog.m = &m;
+        atomic_store(&m.binlog_lag_bytes, 0);
+        atomic_store(&m.binlog_lag_ms, 0);
+    }
     sc_metrics_register_relay(&m);
     struct sc_http *http = NULL;
     char err[512];
