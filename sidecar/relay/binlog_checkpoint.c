@@ -87,3 +87,18 @@ int sc_binlog_ckpt_store(struct sc_binlog_ckpt *k, const struct sc_binlog_pos *p
         k->stored = *pos;
     return held;
 }
+
+int sc_binlog_ckpt_release(struct sc_binlog_ckpt *k, struct sc_db_err *e)
+{
+    char owner[300], sql[512];
+    if (escaped(k, owner, sizeof owner, k->owner))
+        return -1;
+    snprintf(sql, sizeof sql,
+             "UPDATE relay_checkpoint SET lease_until = UTC_TIMESTAMP(6) WHERE outbox = " OUTBOX
+             " AND lease_owner = '%s'", owner);
+    if (sc_db_query(k->db, sql, e)) {
+        sc_db_rollback(k->db, &(struct sc_db_err){0});
+        return -1;
+    }
+    return sc_db_commit(k->db, e);
+}

@@ -22,4 +22,8 @@ int sc_binlog_ckpt_acquire(struct sc_binlog_ckpt *k, struct sc_db_err *e);
 int sc_binlog_ckpt_store(struct sc_binlog_ckpt *k, const struct sc_binlog_pos *pos,
                          struct sc_db_err *e);
 
+/* Ends this relay's lease now (a clean stop): a standby takes over at its
+ * next try instead of after lease_ms. Returns 0, or -1 with e. */
+int sc_binlog_ckpt_release(struct sc_binlog_ckpt *k, struct sc_db_err *e);
+
 #endif

@@ -52,6 +52,11 @@ int sc_binlog_source_init(struct sc_binlog_source *s, const struct sc_config *cf
 
 void sc_binlog_source_free(struct sc_binlog_source *s)
 {
+    if (s->holding && sc_db_connected(&s->db)) {
+        struct sc_db_err e = {0};
+        if (sc_binlog_ckpt_release(&s->ckpt, &e) == 0)
+            sc_info("relay %s: lease of the checkpoint released", s->worker_id);
+    }
     sc_binlog_stream_close(&s->stream);
     sc_db_close(&s->db);
     free(s->ids);

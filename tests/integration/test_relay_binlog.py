@@ -329,7 +329,17 @@ try:
     took = time.time() - t0
     ok(set(later) <= set(seen) and checkpoint()[3] == "binlog-b",
        f"the standby took over after kill -9 of the active one ({took:.1f} s, lease 2 s)")
+    c = relay(ex, worker_id="binlog-c", lease_ms=10000).start()
+    time.sleep(1)
     b.stop()
+    t0 = time.time()
+    handed = insert(3)
+    seen = wait_ids(queue, handed, timeout=30)
+    took = time.time() - t0
+    ok(set(handed) <= set(seen) and checkpoint()[3] == "binlog-c" and took < 5 and
+       "lease of the checkpoint released" in b.text(),
+       f"a relay stopped with SIGTERM hands its lease over at once ({took:.1f} s, the standby's lease 10 s)")
+    c.stop()
 
     # 9. purge past the position, then the recovery
     gap = insert(5)
