@@ -9,6 +9,7 @@ Handler_update, the producer's inserts excluded). The figures
 are this machine's (2 shared cores), not a claim about others."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ SOCK = os.environ["BENCH_BINLOG_SOCKET"]
 PORT = int(os.environ["BENCH_BINLOG_PORT"])
 AMQP = os.environ["SC_TEST_AMQP_URL"]
 SIDECAR = os.environ.get("SIDECAR_BIN", "build-test/sidecar/sidecar")
+PRELOAD = os.environ.get("SC_PRELOAD_BIN", os.path.join(os.path.dirname(SIDECAR), "..", "tests", "bench", "preload"))
 PID = int(open(os.environ["BENCH_BINLOG_PIDFILE"]).read())
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -92,11 +94,31 @@ def leg(source):
             "db_cpu_ms_per_ev": (c1 - c0) * 1000 / max(got, 1), "rows_written_per_ev": (w1 - w0) / max(got, 1)}
 
 
-results = [leg(s) for s in ("binlog", "poll", "binlog")]
+def publisher():
+    """The C publisher with confirms (tests/bench/preload, batches of 500,
+    persistent, mandatory, a CloudEvents body of the relay's size)."""
+    queue = "bench-binlog-pub-" + uuid.uuid4().hex[:6]
+    out = subprocess.run([PRELOAD, AMQP, queue, str(N), "v4", "500"], capture_output=True, text=True,
+                         timeout=600).stdout
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP))
+    conn.channel().queue_delete(queue)
+    conn.close()
+    return float(re.search(r"\(([0-9.]+)/s\)", out).group(1))
+
+
+results = []
+pub = []
+for s in ("binlog", "poll", "pub", "binlog", "pub"):
+    if s == "pub":
+        pub.append(publisher())
+    else:
+        results.append(leg(s))
 for r in results:
     print(f"{r['source']:6} {r['events']:6d} events in {r['s']:6.2f} s: {r['ev_s']:8.0f} ev/s, "
           f"mariadbd {r['db_cpu_ms_per_ev']:.4f} ms CPU/event (target binlog <= 0.02), "
           f"{r['rows_written_per_ev']:.4f} rows written/event beyond the producer's")
 b = [r["ev_s"] for r in results if r["source"] == "binlog"]
 print(f"binlog / poll: {min(b) / results[1]['ev_s']:.2f}-{max(b) / results[1]['ev_s']:.2f}")
+print(f"C publisher with confirms: {', '.join(f'{p:.0f}' for p in pub)} ev/s; binlog / publisher: "
+      f"{min(b) / max(pub):.2f}-{max(b) / min(pub):.2f} (target >= 0.85)")
 sys.exit(0 if all(r["events"] >= N for r in results) else 1)
