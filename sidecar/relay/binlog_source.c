@@ -16,7 +16,9 @@
  * and READ_AGAIN more reads was deleted after its insert committed. */
 #define READ_AGAIN 3
 #define READ_AGAIN_MS 50
-#define READ_SQL_MAX 65536
+/* The read-back's text: its head and tail, and each id escaped (at most
+ * 72 bytes), quoted and a comma apart. */
+#define READ_SQL_MAX (1024 + (SC_BATCH_LIMIT + SC_BINLOG_SPILL) * 76)
 /* An idle relay (other tables, DDL) stores its position at most this often. */
 #define IDLE_STORE_MS 1000
 #define LAG_EVERY_MS 5000
