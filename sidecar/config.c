@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "io/url.h"
+#include "tenant.h"
 
 #include "envelope/json_span.h"
 
@@ -58,6 +59,7 @@ struct table {
 #define CON(m) offsetof(struct sc_consumer_config, m)
 #define REL(m) offsetof(struct sc_relay_config, m)
 #define BND(m) offsetof(struct sc_binding, m)
+#define TEN(m) offsetof(struct sc_tenants_config, m)
 #define EFF(m) offsetof(struct sc_inspect_effect, m)
 #define ORD(m) offsetof(struct sc_ordering_config, m)
 
@@ -261,7 +263,8 @@ static const struct field relay_fields[] = {
              "sent ([contract.md](contract.md#the-outbox-relay-contract))"},
     {.key = "ordering", .type = F_STR, .off = REL(ordering), .def_str = "none", .choices = orderings,
      .help = "`none`, or `per_aggregate`: an event is published only once every earlier event of "
-             "its `(aggregate_type, aggregate_id)` (by `created_at, event_id`) is PUBLISHED; a "
+             "its `(aggregate_type, aggregate_id)` (by `event_version, created_at, event_id`) is "
+             "PUBLISHED; a "
              "FAILED row holds the rest of its aggregate "
              "([contract.md](contract.md#the-outbox-relay-contract))"},
     {.key = "source", .type = F_STR, .off = REL(source), .def_str = "poll", .choices = relay_sources,
@@ -305,6 +308,36 @@ static const struct field otel_fields[] = {
 };
 static const struct table otel_table = {otel_fields, N(otel_fields), 0};
 
+static const struct field tenants_fields[] = {
+    {.key = "key", .type = F_STR, .off = TEN(key), .required = 1, .def_doc = "required",
+     .help = "where a message's tenant is read: `subject`, `data/<JSON Pointer>` (as "
+             "`ordering.key`), `extension:<name>` (a CloudEvents extension attribute: the "
+             "structured body's member, or in binary mode the `cloudEvents:<name>` header) or "
+             "`header:<name>` (an AMQP header). A message without one, or with a name "
+             "`names` refuses, is dead-lettered with the reason "
+             "([contract.md](contract.md#tenants-a-database-per-tenant))"},
+    {.key = "database_url", .type = F_STR_LIST, .off = TEN(database_urls),
+     .count_off = TEN(n_database_urls), .def_doc = "required",
+     .help = "`mysql://user:pass@host:port/app_{tenant}`: the tenant's database, `{tenant}` "
+             "replaced by its name (or an array of such URLs: cluster nodes). "
+             "`SIDECAR_TENANTS_DATABASE_URL(_FILE)` override it like `mysql.url`"},
+    {.key = "names", .type = F_STR, .off = TEN(names), .def_str = "^[a-z0-9_]{1,48}$",
+     .help = "POSIX extended regular expression every tenant name must match (names are also "
+             "at most 48 letters, digits, `_` and `-`)"},
+    {.key = "max_connections", .type = F_INT, .off = TEN(max_connections), .min = 1,
+     .max = 10000, .def_int = 100,
+     .help = "tenant database sessions open at once per process, shared out evenly among the "
+             "workers (at least one each); the least recently used is closed first"},
+    {.key = "idle_close_ms", .type = F_INT, .off = TEN(idle_close_ms), .min = 1000,
+     .max = 86400000, .def_int = 60000,
+     .help = "a tenant session unused this long is closed"},
+    {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
+     .def_doc = "none",
+     .help = "the tenants by name (each must match `names`)"},
+};
+static const struct table tenants_table = {tenants_fields, N(tenants_fields),
+                                           sizeof(struct sc_tenants_config)};
+
 static const struct field top_fields[] = {
     {.key = "amqp", .type = F_OBJ, .off = 0, .required = 1, .sub = &amqp_table,
      .help = "the broker"},
@@ -325,6 +358,9 @@ static const struct field top_fields[] = {
      .help = "`sidecar console`"},
     {.key = "otel", .type = F_OBJ, .off = 0, .sub = &otel_table,
      .help = "span export (OpenTelemetry)"},
+    {.key = "tenants", .type = F_OBJ, .off = CFG(tenants), .sub = &tenants_table,
+     .def_doc = "none (one database: `mysql.url`)",
+     .help = "a database per tenant ([contract.md](contract.md#tenants-a-database-per-tenant))"},
 };
 static const struct table top_table = {top_fields, N(top_fields), 0};
 
@@ -765,6 +801,53 @@ static int validate_inspect_effects(const struct sc_consumer_config *k, size_t i
     return 0;
 }
 
+/* The tenants section: the key's syntax, the URLs, the pattern and the
+ * listed names. */
+static int validate_tenants(const struct sc_tenants_config *t, char *err, size_t err_len)
+{
+    const char *key = t->key;
+    if (strncmp(key, "extension:", 10) == 0) {
+        /* CloudEvents attribute names: lower-case letters and digits. */
+        size_t n = strlen(key + 10);
+        int ok = n > 0 && n <= 20;
+        for (const char *p = key + 10; *p; p++)
+            ok &= (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9');
+        if (!ok)
+            return fail(err, err_len, "tenants.key: \"%.80s\": a CloudEvents attribute name is "
+                        "1 to 20 lower-case letters and digits", key);
+    } else if (strncmp(key, "header:", 7) == 0) {
+        if (!key[7] || strlen(key + 7) > 128)
+            return fail(err, err_len, "tenants.key: \"%.80s\": a header name of 1 to 128 bytes "
+                        "after header:", key);
+    } else if (strcmp(key, "subject") != 0 &&
+               (strncmp(key, "data/", 5) != 0 || !sc_json_pointer_valid(key + 4))) {
+        return fail(err, err_len, "tenants.key: \"%.80s\" is none of \"subject\", "
+                    "\"data/<JSON Pointer>\", \"extension:<name>\", \"header:<name>\"", key);
+    }
+    static const char *const mysql_schemes[] = {"mysql://", NULL};
+    if (validate_urls(t->database_urls, t->n_database_urls, "tenants.database_url",
+                      "SIDECAR_TENANTS_DATABASE_URL", mysql_schemes, "a mysql:// URL", err, err_len))
+        return -1;
+    for (size_t i = 0; i < t->n_database_urls; i++) {
+        char k[64];
+        snprintf(k, sizeof k, t->n_database_urls > 1 ? "tenants.database_url[%zu]"
+                                                     : "tenants.database_url", i);
+        if (sc_tenant_url_check(t->database_urls[i], k, err, err_len))
+            return -1;
+    }
+    regex_t re;
+    char why[256];
+    if (sc_tenant_names_compile(t->names, &re, why, sizeof why))
+        return fail(err, err_len, "tenants.names: %s", why);
+    for (size_t i = 0; i < t->n_list; i++)
+        if (!sc_tenant_name_ok(&re, t->list[i], why, sizeof why)) {
+            regfree(&re);
+            return fail(err, err_len, "tenants.list[%zu]: %s", i, why);
+        }
+    regfree(&re);
+    return 0;
+}
+
 static int validate(struct sc_config *c, char *err, size_t err_len)
 {
     static const char *const amqp_schemes[] = {"amqp://", "amqps://", NULL};
@@ -815,8 +898,15 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         return fail(err, err_len, "mysql.lock_wait_timeout_s: %d must not exceed amqp.heartbeat_s (%d): a "
                     "statement waiting that long holds the broker connection past its heartbeat",
                     c->mysql_lock_wait_timeout_s, c->amqp_heartbeat_s);
+    if (c->tenants.present && validate_tenants(&c->tenants, err, err_len))
+        return -1;
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
+        /* An ordered consumer keeps its keys and held keys in one database;
+         * per tenant that is not built yet: refused rather than mixed. */
+        if (c->tenants.present && k->ordering.present)
+            return fail(err, err_len, "consumers[%zu].ordering: not supported together with "
+                        "tenants (yet): run the ordered consumer in a process of its own", i);
         for (size_t j = 0; j < i; j++)
             if (strcmp(c->consumers[j].name, k->name) == 0)
                 return fail(err, err_len, "consumers[%zu].name: \"%s\" is used twice", i, k->name);
@@ -887,6 +977,10 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
     if (use_env) {
         if (apply_env_urls(&out->amqp_urls, &out->n_amqp_urls, "SIDECAR_AMQP_URL", err, err_len) ||
             apply_env_urls(&out->mysql_urls, &out->n_mysql_urls, "SIDECAR_MYSQL_URL", err, err_len))
+            goto out;
+        if (out->tenants.present &&
+            apply_env_urls(&out->tenants.database_urls, &out->tenants.n_database_urls,
+                           "SIDECAR_TENANTS_DATABASE_URL", err, err_len))
             goto out;
         const char *lvl = getenv("SIDECAR_LOG_LEVEL");
         if (lvl && lvl[0]) {

@@ -83,6 +83,23 @@ int sc_relay_binlog(const struct sc_relay_config *r);
 /* 1 when relay.ordering is "per_aggregate". */
 int sc_relay_per_aggregate(const struct sc_relay_config *r);
 
+/* tenants: one database per tenant (consume/tenant.h). present = on. */
+struct sc_tenants_config {
+    int present;
+    char *key;                 /* where a message's tenant is read: the ordering.key syntax,
+                                  "extension:<name>" or "header:<name>" */
+    char **database_urls;      /* mysql:// URLs with {tenant} in the database name (nodes) */
+    size_t n_database_urls;
+    char *names;               /* POSIX extended regex a tenant name must match */
+    int max_connections;       /* tenant sessions open at once, per process */
+    int idle_close_ms;         /* a tenant session unused this long is closed */
+    char **list;               /* the tenants known up front (may be empty) */
+    size_t n_list;
+};
+
+/* The longest tenant name: what a database name leaves beside a prefix. */
+#define SC_TENANT_MAX 48
+
 /* The longest relay.worker_id: outbox_event.lease_owner is VARCHAR(128). */
 #define SC_WORKER_ID_MAX 128
 
@@ -114,6 +131,7 @@ struct sc_config {
     char *console_token_file;  /* console.token_file; NULL: the console is read-only */
     int console_sample_ms;     /* console.sample_ms */
     char *otel_endpoint;       /* otel.endpoint: OTLP/HTTP JSON traces, NULL: no export */
+    struct sc_tenants_config tenants;
 };
 
 /* The longest a message of consumer k can keep coming back through its

@@ -15,6 +15,7 @@
 #include "relay/relay.h"
 #include "admin/try.h"
 #include "sc_build_config.h"
+#include "tenant.h"
 
 /* One row per command: its name, how it is called, what it does, whether
  * it takes arguments after -c FILE, whether it talks to the broker, where
@@ -50,8 +51,35 @@ static int run_relay(const struct sc_config *cfg, int argc, char **argv)
 
 static int run_check(const struct sc_config *cfg, int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    return sc_check_run(cfg);
+    const char *tenant = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--tenant") == 0 && i + 1 < argc)
+            tenant = argv[++i];
+        else {
+            fprintf(stderr, "sidecar: check: unexpected argument %s (usage: check -c FILE "
+                    "[--tenant NAME])\n", argv[i]);
+            return 2;
+        }
+    }
+    if (tenant && !cfg->tenants.present) {
+        fprintf(stderr, "sidecar: check: --tenant needs a tenants section in the config\n");
+        return 2;
+    }
+    if (tenant) {
+        regex_t re;
+        char why[256];
+        if (sc_tenant_names_compile(cfg->tenants.names, &re, why, sizeof why))
+            return 2;
+        int good = sc_tenant_name_ok(&re, tenant, why, sizeof why);
+        regfree(&re);
+        if (!good) {
+            fprintf(stderr, "sidecar: check: --tenant: %s\n", why);
+            return 2;
+        }
+    }
+    int rc = sc_check_run(cfg);
+    int t = sc_check_tenants(cfg, tenant);
+    return rc == 2 || t == 2 ? 2 : rc | t;
 }
 
 static const struct command commands[] = {
@@ -59,7 +87,8 @@ static const struct command commands[] = {
      1, HTTP_DEFAULT_CONSUME, run_consume},
     {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, 1,
      HTTP_DEFAULT_RELAY, run_relay},
-    {"check", "check   -c FILE", "validate the config, load handlers, connect to both servers", 0,
+    {"check", "check   -c FILE [--tenant NAME]", "validate the config, load handlers, connect to "
+     "both servers (with tenants: to each listed tenant's database, or NAME's)", 1,
      0, 1, NULL, run_check},
     {"inspect", "inspect -c FILE EVENT_ID [--source SOURCE] [--json] | --aggregate TYPE ID [--json]",
      "the event's state everywhere, or every event of an aggregate in order; exit 1 when "

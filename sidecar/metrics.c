@@ -345,6 +345,34 @@ char *sc_metrics_render(void)
         for (int i = 0; i < n; i++)
             emit(&o, "sidecar_consumer_queue_lost_total{consumer=\"%s\"} %llu\n",
                  esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->queue_lost));
+        static const struct {
+            const char *name, *type, *help;
+        } tm[] = {
+            {"sidecar_tenant_sessions", "gauge", "Tenant database sessions open."},
+            {"sidecar_tenants_down", "gauge", "Tenants whose database cannot be used now."},
+            {"sidecar_tenant_waiting", "gauge", "Deliveries waiting in hand for a tenant whose "
+             "database cannot be used."},
+            {"sidecar_tenant_returned_total", "counter", "Deliveries of such tenants given back "
+             "through a delay queue (waited db_outage_hold_ms, or no room in hand)."},
+        };
+        for (size_t t = 0; t < sizeof tm / sizeof *tm; t++) {
+            int any = 0;
+            for (int i = 0; i < n; i++)
+                any |= consumers[i]->tenants;
+            if (!any)
+                break;
+            emit(&o, "# HELP %s %s\n# TYPE %s %s\n", tm[t].name, tm[t].help, tm[t].name, tm[t].type);
+            for (int i = 0; i < n; i++) {
+                const struct sc_consumer_metrics *c = consumers[i];
+                if (!c->tenants)
+                    continue;
+                unsigned long long v = t == 0   ? (unsigned long long)atomic_load(&c->tenant_sessions)
+                                       : t == 1 ? (unsigned long long)atomic_load(&c->tenants_down)
+                                       : t == 2 ? (unsigned long long)atomic_load(&c->tenant_waiting)
+                                                : atomic_load(&c->tenant_returned);
+                emit(&o, "%s{consumer=\"%s\"} %llu\n", tm[t].name, esc(c->name, e, sizeof e), v);
+            }
+        }
         emit(&o, "# HELP sidecar_consumer_version_breaks_total Ordered consumers: events applied "
                  "whose eventversion was not their key's last applied + 1 (gap: higher, "
                  "regression: not higher).\n"

@@ -40,6 +40,13 @@ struct sc_consumer_metrics {
     /* ordered consumers: an applied eventversion that was not the key's
      * last + 1 (0: a gap, 1: a regression or repeat) */
     atomic_ullong version_breaks[2];
+    /* tenants (set: exported): totals over every tenant, no tenant label, so
+     * the series stay as many whatever the number of tenants */
+    int tenants;
+    atomic_int tenant_sessions;  /* tenant database sessions open */
+    atomic_int tenants_down;     /* tenants whose database cannot be used now */
+    atomic_int tenant_waiting;   /* deliveries waiting in hand for such a tenant */
+    atomic_ullong tenant_returned; /* deliveries given back through a delay queue instead */
 };
 
 struct sc_relay_metrics {

@@ -24,6 +24,11 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv);
  * refused. */
 int sc_check_run(const struct sc_config *cfg);
 
+/* check, with tenants: each tenant of tenants.list, or only the one named,
+ * reached and its schema checked. 0, 1 when one cannot be reached, 2 when a
+ * schema lacks what the consumers need. */
+int sc_check_tenants(const struct sc_config *cfg, const char *only);
+
 /* check's part for relay.source "binlog" on a connection to the primary.
  * Prints what holds; returns 0, or 1 after naming on stderr each thing that
  * stops the relay. */

@@ -119,7 +119,7 @@ static int publish_dead(struct worker *w, const struct item *it, const char *why
         return sc_republish_behind_replay(&w->out, w->c->k, &it->dl->env, it->dl->key,
                                           it->dl->behind_replay, it->hold_seq, &it->lf);
     return sc_republish_dead(&w->out, w->c->k, &it->dl->env, member_of(it, &m), it->attempt, why,
-                             it->hold_seq, &it->lf);
+                             it->hold_seq, it->dl->tenant, &it->lf);
 }
 
 static int publish_retry(struct worker *w, const struct item *it, int delay_ms, const char *why)

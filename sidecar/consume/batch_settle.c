@@ -262,7 +262,7 @@ enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t commi
                 it->republished = 1;
         }
     }
-    if (copies_ok && !requeue) {
+    if (copies_ok && !requeue && !w->ack_each) {
         if (w->io->ack(w, dls[n - 1].env.delivery_tag, n > 1)) {
             /* An empty batch-mode message has no event to name. */
             struct sc_log_fields none = {.consumer = w->c->k->name,

@@ -179,7 +179,9 @@ static void *worker_main(void *arg)
         unsigned code = 0;
         int opened = sc_worker_open(w, why, sizeof why, &code) == 0;
         if (opened)
-            handled = w->c->k->ordering.present ? sc_consume_ordered(w) : consume_loop(w, w->dls);
+            handled = w->c->cfg->tenants.present ? sc_consume_tenants(w)
+                      : w->c->k->ordering.present ? sc_consume_ordered(w)
+                                                  : consume_loop(w, w->dls);
         /* Closing the channel returns every unacked delivery to the queue. */
         sc_worker_close(w);
         /* Hand the connections' buffers back to the system: a daemon that
@@ -217,6 +219,7 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
         cs[i].cfg = cfg;
         cs[i].k = &cfg->consumers[i];
         sc_consumer_metrics_init(&cs[i].m, cs[i].k->name, cs[i].k->workers);
+        cs[i].m.tenants = cfg->tenants.present;
         if (sc_plugin_load(&cs[i].plugin, cs[i].k->handler, cs[i].k->handler_config, err,
                            sizeof err)) {
             /* One line: the JSON logger writes to stderr too, so a plain
@@ -270,7 +273,9 @@ int sc_consume_run(const struct sc_config *cfg)
     for (size_t i = 0; i < cfg->n_consumers; i++)
         if (sc_held_mode(&cfg->consumers[i]))
             parts |= SC_SCHEMA_HOLD;
-    if (sc_schema_startup(cfg, parts) || declare_at_start(cfg))
+    /* With tenants each tenant's session proves its schema when it opens
+     * (the claim is prepared there): a tenant without one waits. */
+    if ((!cfg->tenants.present && sc_schema_startup(cfg, parts)) || declare_at_start(cfg))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-consume", oerr, sizeof oerr)) {
@@ -313,7 +318,9 @@ int sc_consume_run(const struct sc_config *cfg)
             w->index = j;
             int batch_max = cfg->consumers[i].batch_max;
             w->items_cap = batch_max - 1 + SC_MESSAGE_BATCH_MAX;
-            w->dls = calloc((size_t)batch_max, sizeof *w->dls);
+            /* With tenants the whole prefetch is grouped by tenant. */
+            int in_hand = cfg->tenants.present ? sc_tenant_in_hand(&cfg->consumers[i]) : batch_max;
+            w->dls = calloc((size_t)in_hand, sizeof *w->dls);
             w->items = calloc((size_t)w->items_cap, sizeof *w->items);
             w->reasons = malloc((size_t)w->items_cap * SC_REASON_LEN);
             if (!w->dls || !w->items || !w->reasons) {

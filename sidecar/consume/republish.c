@@ -28,7 +28,8 @@ static int headers_from(struct headers *h, const amqp_table_t *old)
     if (!(h->e = calloc((size_t)h->cap, sizeof *h->e)))
         return -1;
     static const char *const rewritten[] = {SC_H_ATTEMPTS, SC_H_REASON, SC_H_CONSUMER, SC_H_FAILED_AT,
-                                            SC_H_LAST_ERROR, SC_H_BATCH_INDEX, "x-delivery-count"};
+                                            SC_H_LAST_ERROR, SC_H_BATCH_INDEX, SC_H_TENANT,
+                                            "x-delivery-count"};
     for (int i = 0; i < n_old; i++) {
         const amqp_table_entry_t *e = &old->entries[i];
         int drop = 0;
@@ -160,7 +161,7 @@ int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_con
 
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
                       const amqp_envelope_t *env, const struct sc_member_copy *member,
-                      int attempt, const char *why, int64_t hold_seq,
+                      int attempt, const char *why, int64_t hold_seq, const char *tenant,
                       const struct sc_log_fields *lf)
 {
     struct headers h;
@@ -172,6 +173,8 @@ int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
     headers_str(&h, SC_H_CONSUMER, amqp_cstring_bytes(k->name));
     headers_int(&h, SC_H_ATTEMPTS, attempt);
     headers_str(&h, SC_H_FAILED_AT, amqp_cstring_bytes(failed_at));
+    if (tenant)
+        headers_str(&h, SC_H_TENANT, amqp_cstring_bytes(tenant));
     headers_original_route(&h, env);
     if (hold_seq > 0 && !sc_amqp_header_bytes(sc_delivery_headers(env), SC_H_HOLD_SEQ).len &&
         sc_amqp_header_int(sc_delivery_headers(env), SC_H_HOLD_SEQ, -1) < 0)

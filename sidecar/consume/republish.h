@@ -36,7 +36,8 @@ int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_con
                                const amqp_envelope_t *env, const char *key, const char *token,
                                int64_t hold_seq, const struct sc_log_fields *lf);
 
-/* A copy to k's dead-letter queue with the reason headers: the delivery as
+/* A copy to k's dead-letter queue with the reason headers (and
+ * x-sidecar-tenant when tenant is not NULL): the delivery as
  * it came (member NULL: body, properties and headers kept, so a replay
  * reproduces it), or one member of it. hold_seq > 0 (a held key's dead
  * letter) adds x-sidecar-hold-seq unless the delivery has one already (a
@@ -44,7 +45,7 @@ int sc_republish_behind_replay(struct sc_amqp *out, const struct sc_consumer_con
  * it (logged otherwise). */
 int sc_republish_dead(struct sc_amqp *out, const struct sc_consumer_config *k,
                       const amqp_envelope_t *env, const struct sc_member_copy *member,
-                      int attempt, const char *why, int64_t hold_seq,
+                      int attempt, const char *why, int64_t hold_seq, const char *tenant,
                       const struct sc_log_fields *lf);
 
 /* A copy to the delay queue of delay_ms, counting attempt + 1. Returns 0

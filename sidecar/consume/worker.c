@@ -55,10 +55,20 @@ static int db_writable(struct worker *w, struct sc_db_err *e)
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
-    int failed = sc_db_connect(&w->db, w->c->cfg, e) || sc_db_durability_session(&w->db, e) ||
-                 sc_db_prepare_consumer(&w->db, e) || db_writable(w, e);
-    sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
+    int failed = (w->db_urls ? sc_db_connect_urls(&w->db, w->c->cfg, w->db_urls, w->n_db_urls, e)
+                             : sc_db_connect(&w->db, w->c->cfg, e)) ||
+                 sc_db_durability_session(&w->db, e) || sc_db_prepare_consumer(&w->db, e) ||
+                 db_writable(w, e);
+    /* A tenant's session is one of many: its outage is that tenant's, not
+     * the worker's (tenant_pool.c counts it). */
+    if (!w->db_urls)
+        sc_worker_gauge(&w->c->m.db_connected, &w->up_db, !failed);
     return failed ? -1 : 0;
+}
+
+int sc_worker_db_open(struct worker *w, struct sc_db_err *e)
+{
+    return db_session_open(w, e);
 }
 
 /* After a handler contract violation. Returns 0, or -1 when the session
@@ -194,7 +204,10 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
     char err[512], name[300];
 
     *code = 0;
-    if (db_session_open(w, &e)) {
+    /* With tenants the sessions open per tenant, on first use. */
+    if (cfg->tenants.present)
+        sc_worker_gauge(&w->c->m.db_connected, &w->up_db, 1);
+    else if (db_session_open(w, &e)) {
         *code = e.code;
         snprintf(why, why_len, "database connect failed: %s", e.msg);
         return -1;

@@ -22,6 +22,7 @@
 #define SC_REASON_LEN 512 /* a handler's reason buffer */
 
 struct sc_batch_io;
+struct sc_tenant_worker;
 
 struct consumer {
     const struct sc_config *cfg;
@@ -77,6 +78,7 @@ struct delivery {
     const char *key;      /* its ordering key, or NULL */
     const char *event_id; /* its event's id as the key was read, or NULL */
     const char *replay_token; /* a copy `sidecar dlq replay --key` sent: its token, else "" */
+    const char *tenant;   /* tenants: its tenant (its dead letter says so), or NULL */
     char held_why[64];    /* "held behind <event_id>" */
     int replay_in_flight; /* refused as held while its key's replay is in flight ... */
     char held_behind[37], held_token[37]; /* ... behind this event, this replay */
@@ -152,6 +154,14 @@ struct worker {
     unsigned seen_epoch;         /* the consumer's queue_epoch this session started in */
     int waiting_checks;          /* checks in a row that saw messages wait, none received */
     int64_t last_delivery_ms;    /* the last delivery this session received */
+    /* tenants: the nodes of the database the session is for (NULL:
+     * mysql.url), each delivery acked alone (a basic.ack with multiple
+     * would cover a parked delivery of another tenant), and the sessions
+     * and parked deliveries (consume/tenant_pool.h). */
+    char **db_urls;
+    size_t n_db_urls;
+    int ack_each;
+    struct sc_tenant_worker *tenant;
 };
 
 /* batch.c: parses, runs the transaction and settles every delivery of
@@ -198,6 +208,19 @@ void sc_worker_keep_alive(struct worker *w);
  * violation. Returns 0, or -1 (the caller has the loop reconnect:
  * NEXT_DB_LOST). */
 int sc_worker_reset_db(struct worker *w);
+
+/* worker.c: makes w->db anew for w->db_urls (or mysql.url): the one way a
+ * session is made. Returns 0, or -1 with e filled. */
+int sc_worker_db_open(struct worker *w, struct sc_db_err *e);
+
+/* tenant_loop.c: how many deliveries a worker of a consumer with tenants
+ * holds in hand to group by tenant (the size of its dls): the prefetch, or
+ * batch_max when that is larger. */
+int sc_tenant_in_hand(const struct sc_consumer_config *k);
+
+/* tenant_loop.c: the loop of a consumer with tenants until a connection
+ * fails or a stop is requested. Returns the deliveries handled. */
+long sc_consume_tenants(struct worker *w);
 
 /* worker.c: opens the worker's database and broker sessions. Returns 0, or
  * -1 with why (and the database error code, if that was it) filled: the

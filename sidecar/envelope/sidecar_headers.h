@@ -13,6 +13,8 @@
 #define SC_H_ORIG_EXCHANGE "x-sidecar-original-exchange"
 #define SC_H_ORIG_ROUTING_KEY "x-sidecar-original-routing-key"
 #define SC_H_LAST_ERROR "x-sidecar-last-error"
+/* A dead letter's tenant (tenants): the database it was to commit in. */
+#define SC_H_TENANT "x-sidecar-tenant"
 /* On the copy of one member of a batch-mode message: its index there. */
 #define SC_H_BATCH_INDEX "x-sidecar-batch-index"
 

@@ -122,6 +122,12 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     char *const single[1] = {cfg->mysql_url};
     char *const *urls = cfg->n_mysql_urls ? cfg->mysql_urls : single;
     size_t n = cfg->n_mysql_urls ? cfg->n_mysql_urls : 1;
+    return sc_db_connect_urls(db, cfg, urls, n, e);
+}
+
+int sc_db_connect_urls(struct sc_db *db, const struct sc_config *cfg, char *const *urls, size_t n,
+                       struct sc_db_err *e)
+{
     size_t start = next_node; /* next_node moves below: each node once */
     for (size_t k = 0; k < n; k++) {
         size_t i = (start + k) % n;

@@ -37,6 +37,11 @@ struct sc_db {
  * filled (the last node's error). */
 int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_err *e);
 
+/* The same with the nodes urls[0..n) instead of mysql.url (a tenant's
+ * database: tenants.database_url with the tenant's name in it). */
+int sc_db_connect_urls(struct sc_db *db, const struct sc_config *cfg, char *const *urls, size_t n,
+                       struct sc_db_err *e);
+
 /* Where this thread's next sc_db_connect starts, and setting it back: a
  * probe connection (the start-up schema check) must not move the node the
  * daemon's own first connect tries. */

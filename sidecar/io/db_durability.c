@@ -41,9 +41,9 @@ void sc_durability_eval(const struct sc_db_settings *s, struct sc_durability *d)
     }
     /* Galera's durability is replication to a quorum: a component that
      * commits without one loses its commits when the partition heals. */
-    if (s->wsrep_on && s->pc_ignore_sb)
+    if (s->wsrep_on && sc_db_pc_ignore_sb(s))
         mark(d, SC_DUR_PC_IGNORE_SB, "true");
-    if (s->wsrep_on && s->pc_ignore_quorum)
+    if (s->wsrep_on && sc_db_pc_ignore_quorum(s))
         mark(d, SC_DUR_PC_IGNORE_QUORUM, "true");
 }
 

@@ -11,7 +11,8 @@
 const char sc_db_settings_sql[] =
     "SHOW SESSION VARIABLES WHERE Variable_name IN ('binlog_format', 'log_bin', "
     "'transaction_isolation', 'tx_isolation', 'wsrep_on', 'innodb_flush_log_at_trx_commit', "
-    "'sync_binlog', 'wsrep_sync_wait', 'wsrep_provider_options')";
+    "'sync_binlog', 'wsrep_sync_wait', 'wsrep_provider_options', 'wsrep_provider_pc_ignore_sb', "
+    "'wsrep_provider_pc_ignore_quorum')";
 
 void sc_db_settings_init(struct sc_db_settings *s)
 {
@@ -84,10 +85,13 @@ void sc_db_settings_take(struct sc_db_settings *s, const char *k, const char *v)
     else if (strcasecmp(k, "wsrep_provider_options") == 0) {
         char opt[16];
         provider_option(v, "pc.ignore_sb", opt, sizeof opt);
-        s->pc_ignore_sb = on(opt);
+        s->opt_ignore_sb = on(opt);
         provider_option(v, "pc.ignore_quorum", opt, sizeof opt);
-        s->pc_ignore_quorum = on(opt);
-    }
+        s->opt_ignore_quorum = on(opt);
+    } else if (strcasecmp(k, "wsrep_provider_pc_ignore_sb") == 0)
+        s->var_ignore_sb = on(v);
+    else if (strcasecmp(k, "wsrep_provider_pc_ignore_quorum") == 0)
+        s->var_ignore_quorum = on(v);
 }
 
 /* Takes every row of a two-column SHOW result. */
@@ -135,7 +139,7 @@ void sc_db_settings_describe(const struct sc_db_settings *s, char *out, size_t l
         snprintf(out + n, len - (size_t)n, " wsrep_cluster_size=%d wsrep_cluster_status=%s "
                  "wsrep_sync_wait=%d pc.ignore_sb=%s pc.ignore_quorum=%s", s->cluster_size,
                  s->cluster_status[0] ? s->cluster_status : "(unknown)", s->wsrep_sync_wait,
-                 s->pc_ignore_sb ? "true" : "false", s->pc_ignore_quorum ? "true" : "false");
+                 sc_db_pc_ignore_sb(s) ? "true" : "false", sc_db_pc_ignore_quorum(s) ? "true" : "false");
 }
 
 int sc_db_settings_unsafe(const struct sc_db_settings *s, char *why, size_t len)

@@ -19,9 +19,23 @@ struct sc_db_settings {
     int flush_log_at_trx_commit; /* innodb_flush_log_at_trx_commit, -1 when not read */
     long long sync_binlog;    /* -1 when not read */
     int wsrep_sync_wait;      /* reported only: it orders reads, it makes nothing durable */
-    int pc_ignore_sb, pc_ignore_quorum; /* from wsrep_provider_options: a component
-                                           without quorum goes on committing */
+    /* Galera's pc.ignore_sb and pc.ignore_quorum (a component without quorum
+     * goes on committing), from two sources: wsrep_provider_options, and on
+     * MariaDB 11.1+ with the provider plugin loaded its own variables
+     * wsrep_provider_pc_ignore_sb / _quorum, the only ones SET changes
+     * there. Either saying true makes it true: sc_db_pc_ignore_*(). */
+    int opt_ignore_sb, opt_ignore_quorum, var_ignore_sb, var_ignore_quorum;
 };
+
+static inline int sc_db_pc_ignore_sb(const struct sc_db_settings *s)
+{
+    return s->opt_ignore_sb || s->var_ignore_sb;
+}
+
+static inline int sc_db_pc_ignore_quorum(const struct sc_db_settings *s)
+{
+    return s->opt_ignore_quorum || s->var_ignore_quorum;
+}
 
 /* The statement that reads the variables (transaction_isolation, and
  * tx_isolation, MariaDB 10's only name for it, which MySQL 8 removed: a name

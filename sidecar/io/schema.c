@@ -56,17 +56,17 @@ static const struct need needs[] = {
      INDEX("outbox_event", "ix_outbox_event_lease", "status,lease_until"), 1,
      "001_outbox_event.sql"},
     {SC_SCHEMA_RELAY_ORDER,
-     "index ix_outbox_event_order (aggregate_type, aggregate_id, status, created_at, event_id), "
-     "which relay.ordering \"per_aggregate\" claims by",
+     "index ix_outbox_event_order (aggregate_type, aggregate_id, status, event_version, created_at, "
+     "event_id), which relay.ordering \"per_aggregate\" claims by",
      INDEX("outbox_event", "ix_outbox_event_order",
-           "aggregate_type,aggregate_id,status,created_at,event_id"), 1,
-     "008_outbox_order.sql"},
+           "aggregate_type,aggregate_id,status,event_version,created_at,event_id"), 1,
+     "008_outbox_order.sql, then 012_outbox_order_version.sql"},
     /* information_schema.CHECK_CONSTRAINTS is hidden from a user with
      * column privileges only (MariaDB): the table's own definition is not. */
     {SC_SCHEMA_RELAY_BINLOG, "table relay_checkpoint (outbox, binlog_file, binlog_pos, gtid, "
      "published_up_to, lease_owner, lease_until)",
      COLUMNS("relay_checkpoint", "'outbox', 'binlog_file', 'binlog_pos', 'gtid', 'published_up_to', "
-             "'lease_owner', 'lease_until'"), 7, "012_relay_checkpoint.sql"},
+             "'lease_owner', 'lease_until'"), 7, "013_relay_checkpoint.sql"},
     {SC_SCHEMA_RELAY, "status FAILED allowed by ck_outbox_event_status",
      "SHOW CREATE TABLE outbox_event", 1, "005_outbox_failed.sql"},
     {SC_SCHEMA_RELAY, "outbox_event columns traceparent and tracestate (the trace context the "

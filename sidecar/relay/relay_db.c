@@ -30,35 +30,43 @@
     "ORDER BY created_at, event_id LIMIT %d FOR UPDATE SKIP LOCKED"
 
 /* relay.ordering "per_aggregate": a row is claimed only when it is the head
- * of its aggregate, every earlier row PUBLISHED. Each test below is one or
- * two dives into ix_outbox_event_order (aggregate_type, aggregate_id,
- * status, created_at, event_id) that read the first entry of one status of
- * the aggregate (ORDER BY ... LIMIT 1 in index order), so an aggregate with
- * 10,000 pending events costs one entry per test, not 10,000. The
- * subqueries are consistent (non-locking) reads even inside FOR UPDATE SKIP
- * LOCKED: a predecessor another relay has locked is still seen, and holds
- * its successor back. A stale snapshot shows a row at most less far along
- * (PENDING -> PUBLISHING -> PUBLISHED only moves forward), so it can only
- * hold an event back, never let one through early. Any FAILED row holds
- * the whole aggregate until it is repaired. */
-#define AGG_FIRST(col, st)                                                                        \
-    "(SELECT p." col " FROM outbox_event p FORCE INDEX (ix_outbox_event_order) "                 \
+ * of its aggregate, every earlier row PUBLISHED. An aggregate's order is
+ * (event_version, created_at, event_id): the producer's own sequence first,
+ * so a clock stepped back or two writers with skewed clocks cannot invert
+ * it; created_at and event_id only order rows of one version. Each test
+ * below is one dive into ix_outbox_event_order (aggregate_type,
+ * aggregate_id, status, event_version, created_at, event_id) that reads the
+ * first entry of one status of the aggregate (ORDER BY ... LIMIT 1 in index
+ * order), so an aggregate with 10,000 pending events costs one entry per
+ * test, not 10,000. The subqueries are consistent (non-locking) reads even
+ * inside FOR UPDATE SKIP LOCKED: a predecessor another relay has locked is
+ * still seen, and holds its successor back. A stale snapshot shows a row at
+ * most less far along (PENDING -> PUBLISHING -> PUBLISHED only moves
+ * forward), so it can only hold an event back, never let one through early.
+ * Any FAILED row holds the whole aggregate until it is repaired. */
+#define AGG_ORDER "p.event_version, p.created_at, p.event_id"
+#define AGG_FIRST(cols, st)                                                                       \
+    "(SELECT " cols " FROM outbox_event p FORCE INDEX (ix_outbox_event_order) "                   \
     "WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id "             \
-    "AND p.status = '" st "' ORDER BY p.created_at, p.event_id LIMIT 1)"
-/* no row of status st precedes o (true when the aggregate has none) */
+    "AND p.status = '" st "' ORDER BY " AGG_ORDER " LIMIT 1)"
+/* no row of status st precedes o (true when the aggregate has none): one
+ * row subquery compared with o's position, lexicographically */
 #define NONE_BEFORE(st)                                                                           \
-    "IFNULL(" AGG_FIRST("created_at", st) " > o.created_at OR (" AGG_FIRST("created_at", st)     \
-    " = o.created_at AND " AGG_FIRST("event_id", st) " > o.event_id), TRUE) "
+    "IFNULL(" AGG_FIRST(AGG_ORDER, st) " > (o.event_version, o.created_at, o.event_id), TRUE) "
 /* Written as a first-entry dive too: MariaDB turns NOT EXISTS into a
  * materialised scan of the whole index. */
-#define NO_FAILED AGG_FIRST("event_id", "FAILED") " IS NULL "
+#define NO_FAILED AGG_FIRST("p.event_id", "FAILED") " IS NULL "
 #define HEAD_PENDING                                                                              \
-    "AND o.event_id = " AGG_FIRST("event_id", "PENDING") " AND " NONE_BEFORE("PUBLISHING")       \
+    "AND o.event_id = " AGG_FIRST("p.event_id", "PENDING") " AND " NONE_BEFORE("PUBLISHING")       \
     "AND " NO_FAILED
 #define HEAD_EXPIRED                                                                              \
-    "AND o.event_id = " AGG_FIRST("event_id", "PUBLISHING") " AND " NONE_BEFORE("PENDING")       \
+    "AND o.event_id = " AGG_FIRST("p.event_id", "PUBLISHING") " AND " NONE_BEFORE("PENDING")       \
     "AND " NO_FAILED
 #define CLAIM_SQL_MAX 4096
+/* the format with its head tests inlined, plus the digits of a LIMIT */
+_Static_assert(sizeof(CLAIM_EXPIRED_SQL HEAD_EXPIRED) + 12 <= CLAIM_SQL_MAX &&
+                   sizeof(CLAIM_PENDING_SQL HEAD_PENDING) + 12 <= CLAIM_SQL_MAX,
+               "the claim statements fit CLAIM_SQL_MAX");
 
 /* The claim statement text: expired leases or PENDING rows, ordered or not. */
 static void claim_sql(char *sql, size_t len, int expired, int per_aggregate, int limit)

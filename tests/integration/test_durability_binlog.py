@@ -184,15 +184,26 @@ try:
        and "wsrep_sync_wait=0" in line[0] and "pc.ignore_sb=false" in line[0]
        and "pc.ignore_quorum=false" in line[0] and "wsrep_cluster_size=1" in line[0],
        "check passes and prints the node's flush and wsrep settings", detail=out[-1500:])
+    def ignore_sb(value, check=True):
+        """pc.ignore_sb at run time: through wsrep_provider_options, or on
+        MariaDB 11.1+ with the provider plugin loaded (which refuses that,
+        1210) through the plugin's own wsrep_provider_pc_ignore_sb."""
+        r = srv.sql(f"SET GLOBAL wsrep_provider_options = 'pc.ignore_sb={value}'", check=False)
+        if r.returncode != 0 and "1210" in r.stderr:
+            r = srv.sql(f"SET GLOBAL wsrep_provider_pc_ignore_sb = {'ON' if value == 'true' else 'OFF'}",
+                        check=check)
+        elif check and r.returncode != 0:
+            bail(f"pc.ignore_sb={value}: {r.stderr}")
+
     try:
-        srv.sql("SET GLOBAL wsrep_provider_options = 'pc.ignore_sb=true'")
+        ignore_sb("true")
         rc, out = run_sidecar_cmd(["check"], consumer_cfg)
         ok(rc == 1 and "not durable: pc.ignore_sb=true (a Galera component without quorum" in out,
            "pc.ignore_sb=true: check exits 1 naming it", detail=out[-1500:])
         rc, out = run_sidecar_cmd(["consume"], consumer_cfg)
         ok(rc == 2 and "pc.ignore_sb=true" in out, f"and consume refuses to start (exit {rc})",
            detail=out[-1500:])
-        srv.sql("SET GLOBAL wsrep_provider_options = 'pc.ignore_sb=false'")
+        ignore_sb("false")
         srv.sql("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
         rc, out = run_sidecar_cmd(["check"], consumer_cfg)
         ok(rc == 1 and f"mysql node 0 (127.0.0.1:{PORT}): not durable: innodb_flush_log_at_trx_commit=2 (" in out,
@@ -200,7 +211,7 @@ try:
         rc, out = run_sidecar_cmd(["consume"], consumer_cfg)
         ok(rc == 2 and "innodb_flush_log_at_trx_commit=2" in out, f"and consume refuses (exit {rc})")
     finally:
-        srv.sql("SET GLOBAL wsrep_provider_options = 'pc.ignore_sb=false'", check=False)
+        ignore_sb("false", check=False)
         srv.sql("SET GLOBAL innodb_flush_log_at_trx_commit = 1", check=False)
 
     srv.stop()

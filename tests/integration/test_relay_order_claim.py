@@ -93,7 +93,7 @@ for kind, sql in stmts.items():
 def heads():
     """The heads by a plain read of the whole table (the rule itself)."""
     rows = query("SELECT event_id, aggregate_type, aggregate_id, status, created_at FROM outbox_event"
-                 " ORDER BY aggregate_type, aggregate_id, created_at, event_id")
+                 " ORDER BY aggregate_type, aggregate_id, event_version, created_at, event_id")
     out, blocked, seen = [], set(), set()
     failed = {(t, a) for _, t, a, s, _ in rows if s == "FAILED"}
     for eid, t, a, s, c in rows:
@@ -268,9 +268,10 @@ try:
     rc, out = run_sidecar_cmd(["check"], unordered, timeout=30)
     ok("schema has what the relay needs" in out, "an unordered relay does not need it", detail=out[-600:])
 finally:
-    apply_sql_file(os.path.join(os.path.dirname(__file__), "..", "..", "sql", "schema", "008_outbox_order.sql"))
+    for f in ("008_outbox_order.sql", "012_outbox_order_version.sql"):
+        apply_sql_file(os.path.join(os.path.dirname(__file__), "..", "..", "sql", "schema", f))
 rc, out = run_sidecar_cmd(["check"], r.config, timeout=30)
-ok("schema has what the relay needs" in out, "after 008_outbox_order.sql the per_aggregate relay's check passes",
+ok("schema has what the relay needs" in out, "after 008 and 012 the per_aggregate relay's check passes",
    detail=out[-600:])
 bad = json.loads(json.dumps(r.config))
 bad["relay"]["ordering"] = "per_key"

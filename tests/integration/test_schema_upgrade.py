@@ -113,6 +113,28 @@ for f in sorted(glob.glob(f"{ROOT}/sql/schema/*.sql")):
 rc, out = run_sidecar_cmd(["check"], cfg)
 is_eq(rc, 0, "migrations applied again: still complete")
 is_eq(rows(), before, "and still the same rows")
+# A database whose ix_outbox_event_order is 008's (no event_version): a
+# per_aggregate relay is refused, naming 012; 012 redefines it, once.
+ordered = json.loads(json.dumps(cfg))
+ordered["relay"]["ordering"] = "per_aggregate"
+ordered.pop("consumers")
+dbq(f"ALTER TABLE {name}.outbox_event DROP INDEX ix_outbox_event_order, ADD INDEX ix_outbox_event_order"
+    " (aggregate_type, aggregate_id, status, created_at, event_id)")
+rc, out = run_sidecar_cmd(["check"], ordered)
+is_eq(rc, 2, "check refuses a per_aggregate relay on 008's ix_outbox_event_order")
+ok("012_outbox_order_version.sql" in out, "naming 012", detail=out[-600:])
+rc, out = run_sidecar_cmd(["check"], cfg)
+is_eq(rc, 0, "an unordered relay does not need it")
+apply(f"{ROOT}/sql/schema/012_outbox_order_version.sql")
+apply(f"{ROOT}/sql/schema/012_outbox_order_version.sql")
+cols = query("SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics"
+             f" WHERE table_schema = '{name}' AND table_name = 'outbox_event'"
+             " AND index_name = 'ix_outbox_event_order'")[0][0]
+is_eq(cols, "aggregate_type,aggregate_id,status,event_version,created_at,event_id",
+      "012, applied twice, redefined the index once")
+rc, out = run_sidecar_cmd(["check"], ordered)
+ok(rc == 0, "then the per_aggregate relay's check passes", detail=out[-600:])
+is_eq(rows(), before, "rows kept across 012")
 is_eq(dbq(f"UPDATE {name}.outbox_event SET status = 'FAILED'"), 1,
       "a row can be marked FAILED after the migration")
 dbq(f"DROP DATABASE {name}")

@@ -239,11 +239,14 @@ class Topology:
     def recoveries(self):
         n = 0
         for m in self.mysql:
-            try:
-                with open(m["errlog"], errors="replace") as f:
-                    n += sum(1 for line in f if "Starting crash recovery" in line)
-            except OSError:
-                pass
+            # recover.log: the --wsrep-recover run of a bootstrap after every
+            # node crashed, where that node's InnoDB recovery happens
+            for path in (m["errlog"], os.path.join(os.path.dirname(m["errlog"]), "recover.log")):
+                try:
+                    with open(path, errors="replace") as f:
+                        n += sum(1 for line in f if "Starting crash recovery" in line)
+                except OSError:
+                    pass
         return n
 
 
@@ -828,6 +831,7 @@ class Nemesis:
         self.count = 0
         self.by_kind = {}
         self.fault_errors = []
+        self.crashes = []  # (first kill, back up) of each coordinated crash
         c = topo.cluster
         self.catalog = [
             # name, weight, resources, function
@@ -842,6 +846,8 @@ class Nemesis:
             ("rabbit-node-restart" if c else "broker-restart", 0.6, lambda r: {"broker"}, self.f_broker_restart),
             ("galera-node-kill" if c else "db-crash", 0.6, lambda r: {"db"}, self.f_db_crash),
             ("galera-node-restart" if c else "db-restart", 0.4, lambda r: {"db"}, self.f_db_restart),
+            # every database node kill -9'd within one second under load
+            ("galera-crash-all" if c else "db-crash-all", 0.4, lambda r: {"db"}, self.f_db_crash_all),
             ("db-read-only", 0.8, lambda r: {"db"}, self.f_db_read_only),
             ("queue-deleted", 0.8, lambda r: {"*"}, self.f_queue_deleted),
             ("proxy-cut", 1.0, lambda r: {self._pick(r, ["proxy-db", "proxy-amqp"])}, self.f_proxy_cut),
@@ -855,6 +861,14 @@ class Nemesis:
                 ("galera-node-isolated", 1.0, lambda r: {"db"}, self.f_galera_isolate),
                 ("rabbit-node-kill", 0.8, lambda r: {"broker"}, self.f_rabbit_kill),
             ]
+
+        # NEMESIS_FAULTS=name,...: only those (one fault kind studied alone)
+        only = [f for f in os.environ.get("NEMESIS_FAULTS", "").split(",") if f]
+        if only:
+            unknown = sorted(set(only) - {f[0] for f in self.catalog})
+            if unknown:
+                raise SystemExit(f"NEMESIS_FAULTS names no fault of this topology: {unknown}")
+            self.catalog = [f for f in self.catalog if f[0] in only]
 
     @staticmethod
     def _pick(r, options):
@@ -1059,6 +1073,35 @@ class Nemesis:
             ok = self.topo.servers("restart-mysql")
         self.topo.down_db.discard(i)
         self.log(name, "end", node=i + 1, ok=ok)
+
+    def f_db_crash_all(self, name, r, target):
+        """kill -9 of every database node within one second, under load,
+        then a restart: the single server restarted (InnoDB recovery); on
+        Galera every node is down, so the cluster is bootstrapped from the
+        most advanced node found by --wsrep-recover and the others join. An
+        acked effect must survive: the checker finds none lost."""
+        if self.topo.cluster and not self._all_db_ready():
+            return False
+        pids = [self._mysql_pid(i) for i in range(len(self.topo.mysql))]
+        if not all(pids):
+            return False
+        gaps = [round(r.uniform(0.0, 0.9 / len(pids)), 3) for _ in pids]
+        self.log(name, "start", pids=pids, gaps=gaps)
+        t0 = now()
+        for i, (pid, gap) in enumerate(zip(pids, gaps)):
+            self.topo.down_db.add(i)
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(gap)
+        for pid in pids:
+            self._wait_gone(pid)
+        time.sleep(r.uniform(1.0, 3.0))
+        if self.topo.cluster:
+            ok = self.topo.servers("recover-mysql")
+        else:
+            ok = self.topo.servers("restart-mysql")
+        self.topo.down_db.clear()
+        self.crashes.append((t0, now()))
+        self.log(name, "end", ok=ok, seconds=round(now() - t0, 1))
 
     def f_db_restart(self, name, r, target):
         i = r.randrange(len(self.topo.mysql))
@@ -1574,6 +1617,21 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windo
                 lease_lost += 1
             elif oc in ("unconfirmed", "nacked", "returned"):
                 relay_unconfirmed += 1
+    # Coordinated crashes of every database node: the deliveries acked in
+    # the second before the first kill (their effects committed, the broker
+    # told to forget them: a lost effect there is lost for good) and the
+    # COMMITs whose outcome the crash made unknown (never acked; settled by
+    # the redelivery).
+    crash_acked, crash_unknown = set(), 0
+    for t0, t1 in nem.crashes:
+        for t, proc, run, l in lines:
+            if not proc.startswith("consume") or t is None:
+                continue
+            if l.get("outcome") == "applied" and t0 - 1.0 <= t <= t0 and l.get("event_id"):
+                crash_acked.add((l.get("consumer"), l["event_id"]))
+            elif l.get("outcome") == "unknown" and t0 <= t <= t1 + 5.0:
+                crash_unknown += 1
+    crash_lost = sorted({e for _, e in crash_acked if e in lost})
     copies = {}
     try:
         with open(audit_path) as f:
@@ -1604,6 +1662,8 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windo
         "producer_sql_unknown": sql_unknown, "producer_c_reconciled": c_reconciled,
         "producer_requests": len(recs), "producer_unsettled": len(unsettled),
         "producer_unreconciled": len(unreconciled), "innodb_recoveries": topo.recoveries(),
+        "coordinated_crashes": len(nem.crashes), "crash_acked_in_flight": len(crash_acked),
+        "crash_unknown_commits": crash_unknown, "crash_acked_lost": len(crash_lost),
         "process_self_exits": len(self_exits), "audit_copies": sum(copies.values()),
         "lost_in_deletion_window": len(lost_in_window), "queue_deletions": len(windows),
     }
@@ -1638,6 +1698,10 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windo
            f" ({redelivered} redeliveries, {republished} relay republishes, {lease_lost} lease_lost,"
            f" {summary['consumer_unknown_commits']} unknown consumer COMMITs, {sql_unknown} unknown producer COMMITs,"
            f" {summary['innodb_recoveries']} InnoDB recoveries)")
+    tap.ok(not crash_lost, f"every database node crashed at once {len(nem.crashes)} times: none of the"
+           f" {len(crash_acked)} deliveries acked in the second before lost its effect"
+           f" ({crash_unknown} COMMITs left unknown by the crashes, settled by redelivery)",
+           " ".join(crash_lost[:20]))
     tap.ok(not self_exits, f"no sidecar process exited on its own ({len(self_exits)})",
            "\n".join(f"{n} at +{t - T0:.1f}s rc {rc}" for n, t, rc in self_exits))
     tap.ok(not bad_stops, f"every sidecar process stopped cleanly on SIGTERM ({bad_stops})")

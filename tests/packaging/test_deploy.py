@@ -78,19 +78,21 @@ pages = {"sidecar.1": os.path.join(mandir, "man1", "sidecar.1"),
 ok(all(os.path.isfile(p) for p in pages.values()), "man pages sidecar(1) and sidecar.json(5)", pages)
 exdir = os.path.join(top, opts["datadir"], "doc", "sidecar", "examples")
 examples = sorted(os.listdir(exdir)) if os.path.isdir(exdir) else []
-ok(examples == ["consume.json", "purge.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
+ok(examples == ["consume-tenants.json", "consume.json", "purge.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
 
 # The examples are valid configs: check gets past config and handlers and
 # fails only at connecting (exit 1, not 2), with unreachable URLs given.
 for e in examples:
     text = open(os.path.join(exdir, e)).read()
-    ok(os.path.join(prefix, libdir, "sidecar", "handlers") in text or e != "consume.json",
-       f"{e} names the installed handler folder" if e == "consume.json" else f"{e} needs no handler")
+    consume = e.startswith("consume")
+    ok(os.path.join(prefix, libdir, "sidecar", "handlers") in text or not consume,
+       f"{e} names the installed handler folder" if consume else f"{e} needs no handler")
     cfg = os.path.join(dest, e)
     with open(cfg, "w") as f:
         f.write(text.replace(os.path.join(prefix, libdir, "sidecar", "handlers"), handlerdir))
     env = dict(os.environ, SIDECAR_AMQP_URL="amqp://u:p@127.0.0.1:1/%2f",
-               SIDECAR_MYSQL_URL="mysql://u:p@127.0.0.1:1/app")
+               SIDECAR_MYSQL_URL="mysql://u:p@127.0.0.1:1/app",
+               SIDECAR_TENANTS_DATABASE_URL="mysql://u:p@127.0.0.1:1/app_{tenant}")
     if e == "purge.json":  # the purge unit's: no broker at all
         env.pop("SIDECAR_AMQP_URL")
         r = run(os.path.join(bindir, "sidecar"), "purge", "-c", cfg, "--older-than", "14d", "--dry-run",

@@ -234,6 +234,15 @@ static int setup(struct sim_world *w, uint64_t seed, int verbose)
             if (w->rows[i].aid[0])
                 w->rows[i].aid = aggs[sim_rand_order(w) % 4];
         }
+        /* Rows there from the start keep their drawn versions, so an
+         * aggregate's version order differs from its created_at order (a
+         * clock stepped back); a row inserted later has a version no lower
+         * than any before it, as one writer's sequence has. */
+        if (at[i] > 0)
+            for (int j = 0; j < i; j++)
+                if (w->rows[j].version > w->rows[i].version)
+                    w->rows[i].version = w->rows[j].version;
+
     }
     w->unresolved = w->n_rows;
     w->n_relays = (int)sim_range(w, 1, SIM_MAX_RELAYS);
@@ -286,9 +295,9 @@ static void final_checks(struct sim_world *w)
     for (int i = 0; i < w->n_rows; i++) {
         const struct sim_row *x = &w->rows[i];
         int held = 0; /* per_aggregate: behind a FAILED row of its aggregate, never claimed */
-        for (int j = 0; j < i && w->per_aggregate; j++)
-            held |= w->rows[j].kind != K_VALID && strcmp(w->rows[j].atype, x->atype) == 0 &&
-                    strcmp(w->rows[j].aid, x->aid) == 0;
+        for (int j = 0; j < w->n_rows && w->per_aggregate; j++)
+            held |= j != i && sim_before(&w->rows[j], x) && w->rows[j].kind != K_VALID &&
+                    strcmp(w->rows[j].atype, x->atype) == 0 && strcmp(w->rows[j].aid, x->aid) == 0;
         w->st.held += (unsigned)held;
         if (x->status != (held ? S_PENDING : x->kind == K_VALID ? S_PUBLISHED : S_FAILED)) {
             wrong++;
@@ -313,9 +322,9 @@ static int held_rows(const struct sim_world *w)
     int n = 0;
     for (int i = 0; i < w->n_rows && w->per_aggregate; i++) {
         int held = 0;
-        for (int j = 0; j < i; j++)
-            held |= w->rows[j].status == S_FAILED && strcmp(w->rows[j].atype, w->rows[i].atype) == 0 &&
-                    strcmp(w->rows[j].aid, w->rows[i].aid) == 0;
+        for (int j = 0; j < w->n_rows; j++)
+            held |= j != i && sim_before(&w->rows[j], &w->rows[i]) && w->rows[j].status == S_FAILED &&
+                    strcmp(w->rows[j].atype, w->rows[i].atype) == 0 && strcmp(w->rows[j].aid, w->rows[i].aid) == 0;
         n += held && w->rows[i].status == S_PENDING;
     }
     return n;

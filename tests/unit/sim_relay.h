@@ -121,6 +121,9 @@ struct sim_world {
 extern const struct sc_relay_ops sim_ops;
 
 uint64_t sim_rand(struct sim_world *w);
+/* y comes before x in their aggregate's order (event_version, created_at,
+ * event_id) */
+int sim_before(const struct sim_row *y, const struct sim_row *x);
 uint64_t sim_rand_order(struct sim_world *w);
 /* The size stream's draws. */
 int sim_size_chance(struct sim_world *w, double p);

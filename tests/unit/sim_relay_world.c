@@ -200,6 +200,13 @@ static int same_aggregate(const struct sim_row *a, const struct sim_row *b)
     return strcmp(a->atype, b->atype) == 0 && strcmp(a->aid, b->aid) == 0;
 }
 
+/* An aggregate's order, as the claim statements have it: event_version,
+ * then created_at, event_id (the rows' order in the world). */
+int sim_before(const struct sim_row *y, const struct sim_row *x)
+{
+    return y->version < x->version || (y->version == x->version && y < x);
+}
+
 /* relay.ordering per_aggregate, as the claim statements have it: x is the
  * head of its aggregate (every earlier row PUBLISHED) and no row of its
  * aggregate is FAILED. */
@@ -209,7 +216,7 @@ static int aggregate_head(const struct sim_world *w, const struct sim_row *x)
         const struct sim_row *y = &w->rows[i];
         if (y == x || !y->visible || !same_aggregate(x, y))
             continue;
-        if (y->status == S_FAILED || (y < x && y->status != S_PUBLISHED))
+        if (y->status == S_FAILED || (sim_before(y, x) && y->status != S_PUBLISHED))
             return 0;
     }
     return 1;
@@ -486,12 +493,12 @@ static void check_body(struct sim_world *w, struct sim_row *x, const struct sc_p
 /* relay.ordering per_aggregate: a relay never publishes an event while an
  * earlier one of its aggregate is not PUBLISHED (a repeat of a row already
  * PUBLISHED included), so the broker's first acked copies of an aggregate
- * come in created_at, event_id order. */
+ * come in event_version, created_at, event_id order. */
 static void check_order(struct sim_world *w, const struct sim_relay *r, const struct sim_row *x)
 {
     w->st.ordered_publishes++;
-    for (const struct sim_row *y = w->rows; y < x; y++)
-        if (y->visible && same_aggregate(x, y) && y->status != S_PUBLISHED)
+    for (const struct sim_row *y = w->rows; y < w->rows + w->n_rows; y++)
+        if (y != x && sim_before(y, x) && y->visible && same_aggregate(x, y) && y->status != S_PUBLISHED)
             sim_violation(w, "relay %d publishes %s of aggregate %s/%s while the earlier %s is %s", r->idx,
                           x->id, x->atype, x->aid, y->id,
                           y->status == S_PENDING ? "PENDING" : y->status == S_PUBLISHING ? "PUBLISHING" : "FAILED");

@@ -141,6 +141,18 @@ static void galera(void)
     sc_db_settings_take(&s, "wsrep_provider_options", "pc.ignore_quorum = TRUE");
     sc_durability_eval(&s, &d);
     is_int(d.unsafe, 1u << SC_DUR_PC_IGNORE_QUORUM, "pc.ignore_quorum=true likewise");
+    /* MariaDB 11.1+ with the provider plugin: SET changes the plugin's own
+     * variables, which may be read before or after the options string */
+    sc_db_settings_take(&s, "wsrep_provider_pc_ignore_sb", "ON");
+    sc_db_settings_take(&s, "wsrep_provider_options", opts);
+    sc_durability_eval(&s, &d);
+    is_int(d.unsafe, 1u << SC_DUR_PC_IGNORE_SB,
+           "wsrep_provider_pc_ignore_sb=ON with options saying false: not durable");
+    sc_db_settings_take(&s, "wsrep_provider_pc_ignore_sb", "OFF");
+    sc_db_settings_take(&s, "wsrep_provider_pc_ignore_quorum", "ON");
+    sc_durability_eval(&s, &d);
+    is_int(d.unsafe, 1u << SC_DUR_PC_IGNORE_QUORUM, "wsrep_provider_pc_ignore_quorum=ON likewise");
+    sc_db_settings_take(&s, "wsrep_provider_pc_ignore_quorum", "OFF");
     sc_db_settings_take(&s, "innodb_flush_log_at_trx_commit", "2");
     sc_db_settings_take(&s, "wsrep_provider_options", opts);
     sc_durability_eval(&s, &d);

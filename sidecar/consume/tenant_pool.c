@@ -1,0 +1,242 @@
+/* A consume worker's tenant sessions: open on first use, least recently
+ * used closed first at the cap, idle ones closed, a lost one down with
+ * backoff (tenant_pool.h). */
+#include "consume/tenant_pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consume/worker.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "tenant.h"
+
+#define SWEEP_EVERY_MS 1000
+
+int sc_tenant_worker_init(struct worker *w, int total_workers)
+{
+    const struct sc_config *cfg = w->c->cfg;
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_tenant_worker *t = calloc(1, sizeof *t);
+    char why[256];
+    if (!t)
+        return -1;
+    if (sc_tenant_names_compile(cfg->tenants.names, &t->names, why, sizeof why)) {
+        free(t);
+        return -1;
+    }
+    /* Every worker gets its share, at least one: the process never holds
+     * more than max_connections unless there are more workers than that. */
+    t->open_cap = cfg->tenants.max_connections / (total_workers > 0 ? total_workers : 1);
+    if (t->open_cap < 1)
+        t->open_cap = 1;
+    /* Parked deliveries take room in the prefetch window: half of it at
+     * most, so the other tenants always have the rest. */
+    t->park_cap = k->prefetch / 2;
+    if (t->park_cap > 0 && !(t->parked = calloc((size_t)t->park_cap, sizeof *t->parked))) {
+        regfree(&t->names);
+        free(t);
+        return -1;
+    }
+    t->group_round = 1;
+    w->tenant = t;
+    w->ack_each = 1;
+    return 0;
+}
+
+static void session_close(struct sc_tenant_worker *t, struct sc_tenant_session *s)
+{
+    if (s->db.conn) {
+        sc_db_close(&s->db);
+        t->open--;
+    }
+}
+
+void sc_tenant_worker_free(struct worker *w)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    if (!t)
+        return;
+    sc_tenant_gauges(w, 1);
+    for (int i = 0; i < t->n_sessions; i++) {
+        session_close(t, &t->sessions[i]);
+        sc_tenant_urls_free(t->sessions[i].urls, t->sessions[i].n_urls);
+    }
+    for (int i = 0; i < t->n_parked; i++)
+        amqp_destroy_envelope(&t->parked[i].env);
+    free(t->parked);
+    free(t->sessions);
+    regfree(&t->names);
+    free(t);
+    w->tenant = NULL;
+    w->db_urls = NULL;
+    w->n_db_urls = 0;
+}
+
+int sc_tenant_session_of(struct worker *w, const char *name)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    for (int i = 0; i < t->n_sessions; i++)
+        if (strcmp(t->sessions[i].name, name) == 0)
+            return i;
+    if (t->n_sessions == t->sessions_cap) {
+        int cap = t->sessions_cap ? 2 * t->sessions_cap : 16;
+        struct sc_tenant_session *ns = realloc(t->sessions, (size_t)cap * sizeof *ns);
+        if (!ns)
+            return -1;
+        t->sessions = ns;
+        t->sessions_cap = cap;
+    }
+    struct sc_tenant_session *s = &t->sessions[t->n_sessions];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    if (sc_tenant_urls(&w->c->cfg->tenants, name, &s->urls))
+        return -1;
+    s->n_urls = w->c->cfg->tenants.n_database_urls;
+    s->last_use_ms = sc_now_ms();
+    return t->n_sessions++;
+}
+
+int sc_tenant_down(const struct worker *w, int i, int64_t now_ms)
+{
+    return w->tenant->sessions[i].retry_at_ms > now_ms;
+}
+
+/* Closes the open session used longest ago (not keep). */
+static void evict_lru(struct sc_tenant_worker *t, int keep)
+{
+    int lru = -1;
+    for (int i = 0; i < t->n_sessions; i++)
+        if (i != keep && t->sessions[i].db.conn &&
+            (lru < 0 || t->sessions[i].last_use_ms < t->sessions[lru].last_use_ms))
+            lru = i;
+    if (lru >= 0)
+        session_close(t, &t->sessions[lru]);
+}
+
+static void mark_down(struct worker *w, struct sc_tenant_session *s, const struct sc_db_err *e)
+{
+    s->failures++;
+    int delay = sc_backoff_ms(s->failures);
+    s->retry_at_ms = sc_now_ms() + delay;
+    snprintf(s->last_error, sizeof s->last_error, "error %u: %.200s", e->code, e->msg);
+    struct sc_log_fields lf = {.consumer = w->c->k->name, .error_code = e->code};
+    sc_log(SC_LOG_WARN, &lf, "tenant %s: database cannot be used (%s, %s); its deliveries wait "
+           "in hand, tried again in %d ms (attempt %u); other tenants go on", s->name,
+           sc_db_error_class_name(e->cls), e->msg, delay, s->failures);
+}
+
+int sc_tenant_enter(struct worker *w, int i, struct sc_db_err *e)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    struct sc_tenant_session *s = &t->sessions[i];
+    s->last_use_ms = sc_now_ms();
+    w->db_urls = s->urls;
+    w->n_db_urls = s->n_urls;
+    if (s->db.conn) {
+        w->db = s->db;
+        memset(&s->db, 0, sizeof s->db);
+        t->open--; /* counted again when it comes back */
+        return 0;
+    }
+    while (t->open >= t->open_cap)
+        evict_lru(t, i);
+    memset(&w->db, 0, sizeof w->db);
+    if (sc_worker_db_open(w, e)) {
+        sc_db_close(&w->db);
+        mark_down(w, s, e);
+        return -1;
+    }
+    return 1;
+}
+
+void sc_tenant_leave(struct worker *w, int i, int lost, const struct sc_db_err *e)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    struct sc_tenant_session *s = &t->sessions[i];
+    if (lost) {
+        sc_db_close(&w->db);
+        mark_down(w, s, e);
+    } else if (w->db.conn) {
+        if (s->failures) {
+            struct sc_log_fields lf = {.consumer = w->c->k->name};
+            sc_log(SC_LOG_INFO, &lf, "tenant %s: database usable again after %u failed attempts",
+                   s->name, s->failures);
+        }
+        s->failures = 0;
+        s->retry_at_ms = 0;
+        s->db = w->db;
+        t->open++;
+    }
+    memset(&w->db, 0, sizeof w->db);
+    s->last_use_ms = sc_now_ms();
+}
+
+static int parked_refs(const struct sc_tenant_worker *t, int i)
+{
+    for (int j = 0; j < t->n_parked; j++)
+        if (t->parked[j].session == i)
+            return 1;
+    return 0;
+}
+
+void sc_tenant_sweep(struct worker *w, int64_t now_ms)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    if (now_ms - t->last_sweep_ms < SWEEP_EVERY_MS)
+        return;
+    t->last_sweep_ms = now_ms;
+    int idle_ms = w->c->cfg->tenants.idle_close_ms;
+    for (int i = t->n_sessions - 1; i >= 0; i--) {
+        struct sc_tenant_session *s = &t->sessions[i];
+        if (now_ms - s->last_use_ms < idle_ms)
+            continue;
+        session_close(t, s);
+        /* Forget a tenant unused this long (names come from messages: the
+         * entries must not grow with every name ever seen), unless it is
+         * down or has deliveries parked. */
+        if (s->retry_at_ms > now_ms || parked_refs(t, i))
+            continue;
+        sc_tenant_urls_free(s->urls, s->n_urls);
+        int last = t->n_sessions - 1;
+        if (i != last) {
+            t->sessions[i] = t->sessions[last];
+            for (int j = 0; j < t->n_parked; j++)
+                if (t->parked[j].session == last)
+                    t->parked[j].session = i;
+        }
+        t->n_sessions--;
+    }
+}
+
+static void gauge(atomic_int *g, int *mine, int now)
+{
+    atomic_fetch_add(g, now - *mine);
+    *mine = now;
+}
+
+void sc_tenant_gauges(struct worker *w, int gone)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    struct sc_consumer_metrics *m = &w->c->m;
+    int64_t now = sc_now_ms();
+    int down = 0;
+    for (int i = 0; !gone && i < t->n_sessions; i++)
+        down += t->sessions[i].retry_at_ms > now;
+    gauge(&m->tenant_sessions, &t->g_sessions, gone ? 0 : t->open + (w->db.conn != NULL));
+    gauge(&m->tenants_down, &t->g_down, down);
+    gauge(&m->tenant_waiting, &t->g_waiting, gone ? 0 : t->n_parked);
+}
+
+int64_t sc_tenant_next_retry_ms(const struct worker *w)
+{
+    const struct sc_tenant_worker *t = w->tenant;
+    int64_t next = INT64_MAX;
+    for (int j = 0; j < t->n_parked; j++) {
+        int64_t at = t->sessions[t->parked[j].session].retry_at_ms;
+        if (at < next)
+            next = at;
+    }
+    return next;
+}

@@ -1,0 +1,93 @@
+/* A consume worker's tenant sessions and the deliveries it keeps in hand
+ * for tenants whose database cannot be used now. Sessions open on first
+ * use and close after tenants.idle_close_ms unused; at most cap are open
+ * (tenants.max_connections shared out among the process's workers), the
+ * least recently used closed first. A tenant whose session could not be
+ * made, or was lost, is down until its backoff passes: its deliveries are
+ * parked (at most park_cap per worker, each for at most db_outage_hold_ms),
+ * then run again; past either bound they go back to the broker through the
+ * consumer's delay queue, their attempt count unchanged. */
+#ifndef SC_CONSUME_TENANT_POOL_H
+#define SC_CONSUME_TENANT_POOL_H
+
+#include <regex.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "io/db.h"
+#include "io/sc_rabbitmq.h"
+
+struct worker;
+
+struct sc_tenant_session {
+    char name[SC_TENANT_MAX + 1];
+    char **urls;               /* tenants.database_url with the name in it */
+    size_t n_urls;
+    struct sc_db db;           /* open when db.conn */
+    int64_t last_use_ms;
+    int64_t retry_at_ms;       /* down: not tried again before then (0: up) */
+    unsigned failures;         /* opens or batches in a row that lost the session */
+    char last_error[256];      /* why it is down */
+    int group_mark;            /* its group number in the batch being grouped ... */
+    unsigned group_round;      /* ... valid while this equals the worker's group_round */
+};
+
+/* A delivery kept in hand for a down tenant. */
+struct sc_parked {
+    amqp_envelope_t env;
+    int64_t received_us;
+    int64_t since_ms;          /* first parked */
+    int session;               /* index in sessions */
+};
+
+struct sc_tenant_worker {
+    regex_t names;
+    struct sc_tenant_session *sessions;
+    int n_sessions, sessions_cap;
+    int open, open_cap;
+    struct sc_parked *parked;
+    int n_parked, park_cap;
+    int64_t last_sweep_ms;
+    unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
+    int g_sessions, g_down, g_waiting; /* this worker's part of the tenant gauges */
+};
+
+/* Sets up w->tenant. Returns 0, or -1 (out of memory, a pattern that does
+ * not compile: the config check makes that impossible). */
+int sc_tenant_worker_init(struct worker *w, int total_workers);
+
+/* Closes every session; the parked deliveries are dropped (the broker
+ * returns them with the channel). */
+void sc_tenant_worker_free(struct worker *w);
+
+/* The index of tenant name's session entry (made if new), or -1 (out of
+ * memory). */
+int sc_tenant_session_of(struct worker *w, const char *name);
+
+/* 1 while session i is down (its backoff has not passed). */
+int sc_tenant_down(const struct worker *w, int i, int64_t now_ms);
+
+/* Moves session i's database session into w->db, opening it if needed
+ * (closing the least recently used one at the cap). Returns 1 when it was
+ * opened now, 0 when it was open, -1 when it could not be made (the
+ * tenant is down: e says why). */
+int sc_tenant_enter(struct worker *w, int i, struct sc_db_err *e);
+
+/* Moves w->db back into session i; lost: the session is gone or unusable
+ * (closed, the tenant down with backoff, e says why), else the tenant is
+ * up. */
+void sc_tenant_leave(struct worker *w, int i, int lost, const struct sc_db_err *e);
+
+/* Closes the sessions unused for tenants.idle_close_ms (at most once a
+ * second). */
+void sc_tenant_sweep(struct worker *w, int64_t now_ms);
+
+/* Moves this worker's part of the tenant gauges to what it holds now (0
+ * everywhere when gone). */
+void sc_tenant_gauges(struct worker *w, int gone);
+
+/* The earliest time a down tenant with parked deliveries may be tried
+ * again, or INT64_MAX. */
+int64_t sc_tenant_next_retry_ms(const struct worker *w);
+
+#endif

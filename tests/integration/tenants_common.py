@@ -1,0 +1,97 @@
+"""Tenant databases on the test server for the tenants tests: each one made
+with sql/schema and the sample handler's table, the consumer's grants as
+sql/grants/consumer.sql gives them on `app`, and the consumer's URL with
+{tenant} in the database name."""
+import os
+import re
+
+import pymysql
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+PREFIX = "tn_"
+
+
+def _root(db=None):
+    return pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="root",
+                           database=db, autocommit=True)
+
+
+def _statements(path):
+    text = "\n".join(l for l in open(path).read().splitlines() if not l.strip().startswith("--"))
+    return [s for s in text.split(";") if s.strip()]
+
+
+def _grants():
+    """consumer.sql's GRANT statements (the user exists already), and the
+    sample handler's table's."""
+    out = []
+    for path in (os.path.join(ROOT, "sql", "grants", "consumer.sql"),
+                 os.path.join(ROOT, "sql", "examples", "grants", "consumer.sql")):
+        out += [s for s in _statements(path) if s.strip().upper().startswith("GRANT")
+                and ("notification_job" in s or "consumed_event" in s or "consumer_held" in s)]
+    return out
+
+
+def make_tenant_db(tenant, schema=True):
+    db = PREFIX + tenant
+    with _root() as c, c.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        cur.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    if not schema:
+        return db
+    files = sorted(os.path.join(ROOT, "sql", "schema", f) for f in os.listdir(os.path.join(ROOT, "sql", "schema")))
+    files.append(os.path.join(ROOT, "sql", "examples", "003_notification_job.sql"))
+    with _root(db) as c, c.cursor() as cur:
+        for f in files:
+            for s in _statements(f):
+                cur.execute(s)
+    grant(tenant)
+    return db
+
+
+def grant(tenant):
+    db = PREFIX + tenant
+    with _root() as c, c.cursor() as cur:
+        for g in _grants():
+            cur.execute(re.sub(r"\bON app\.", f"ON `{db}`.", g))
+
+
+def revoke(tenant):
+    """Takes the consumer's every privilege on the tenant's database: its
+    sessions are refused at connect (1044), as for a database out of reach."""
+    db = PREFIX + tenant
+    with _root() as c, c.cursor() as cur:
+        cur.execute("SELECT table_name FROM information_schema.table_privileges "
+                    "WHERE grantee = \"'sidecar_consumer'@'%%'\" AND table_schema = %s", (db,))
+        for (t,) in set(cur.fetchall()):
+            cur.execute(f"REVOKE ALL PRIVILEGES ON `{db}`.`{t}` FROM 'sidecar_consumer'@'%'")
+        cur.execute("SELECT id FROM information_schema.processlist WHERE user = 'sidecar_consumer' "
+                    "AND db = %s", (db,))
+        for (i,) in cur.fetchall():
+            try:
+                cur.execute(f"KILL {i}")
+            except pymysql.err.MySQLError:
+                pass
+
+
+def drop_tenant_db(tenant):
+    with _root() as c, c.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{PREFIX + tenant}`")
+
+
+def tenant_query(tenant, sql, args=None):
+    with _root(PREFIX + tenant) as c, c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def tenant_count(tenant, table, ids):
+    if not ids:
+        return 0
+    marks = ",".join(["%s"] * len(ids))
+    return tenant_query(tenant, f"SELECT COUNT(*) FROM {table} WHERE event_id IN ({marks})", list(ids))[0][0]
+
+
+def tenant_url():
+    """The consumer's URL with {tenant} in the database name."""
+    return re.sub(r"/app$", "/" + PREFIX + "{tenant}", os.environ["SC_TEST_MYSQL_CONSUMER_URL"])
