@@ -67,6 +67,7 @@ static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
 static const char *const content_modes[] = {"structured", "binary", NULL};
 static const char *const orderings[] = {"none", "per_aggregate", NULL};
+static const char *const relay_sources[] = {"poll", "binlog", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const int default_retry_delays[] = {1000, 5000, 30000};
 static const char *const on_dead_letters[] = {"hold", "skip", NULL};
@@ -266,6 +267,11 @@ static const struct field relay_fields[] = {
              "PUBLISHED; a "
              "FAILED row holds the rest of its aggregate "
              "([contract.md](contract.md#the-outbox-relay-contract))"},
+    {.key = "source", .type = F_STR, .off = REL(source), .def_str = "poll", .choices = relay_sources,
+     .help = "`poll`: claim and mark rows (SELECT ... FOR UPDATE SKIP LOCKED). `binlog`: read the "
+             "inserts of `outbox_event` from the binary log as a replication client, write one "
+             "checkpoint per batch and no outbox row per event (needs the grants of "
+             "`sql/grants/relay_binlog.sql`; [operations.md](operations.md#binlog-relay))"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 
@@ -1143,4 +1149,9 @@ void sc_config_print_reference(FILE *out)
 int sc_relay_per_aggregate(const struct sc_relay_config *r)
 {
     return r->ordering && strcmp(r->ordering, "per_aggregate") == 0;
+}
+
+int sc_relay_binlog(const struct sc_relay_config *r)
+{
+    return r->source && strcmp(r->source, "binlog") == 0;
 }

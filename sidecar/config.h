@@ -74,7 +74,11 @@ struct sc_relay_config {
     char *content_mode;        /* "structured" or "binary" */
     int max_message_bytes;     /* a larger body is FAILED, never sent */
     char *ordering; /* "none", or "per_aggregate": an aggregate's events in order */
+    char *source;   /* "poll" (claim and mark rows) or "binlog" (read the binary log) */
 };
+
+/* 1 when relay.source is "binlog". */
+int sc_relay_binlog(const struct sc_relay_config *r);
 
 /* 1 when relay.ordering is "per_aggregate". */
 int sc_relay_per_aggregate(const struct sc_relay_config *r);

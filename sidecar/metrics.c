@@ -171,6 +171,8 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
     sc_hist_init(&m->batch_size, sc_batch_bounds, sc_batch_n);
     atomic_store(&m->pending, -1);
     atomic_store(&m->oldest_pending_age_ms, -1);
+    atomic_store(&m->binlog_lag_ms, -1);
+    atomic_store(&m->binlog_lag_bytes, -1);
     atomic_store(&m->held_aggregates, -1);
 }
 
@@ -412,6 +414,17 @@ char *sc_metrics_render(void)
             emit(&o, "# HELP sidecar_relay_oldest_pending_age_seconds Age of the oldest row not yet PUBLISHED.\n"
                      "# TYPE sidecar_relay_oldest_pending_age_seconds gauge\n"
                      "sidecar_relay_oldest_pending_age_seconds{%s} %.3f\n", lab, age > 0 ? (double)age / 1000 : 0.0);
+        }
+        long long lag_ms = atomic_load(&r->binlog_lag_ms), lag_bytes = atomic_load(&r->binlog_lag_bytes);
+        if (lag_bytes >= 0) {
+            emit(&o, "# HELP sidecar_relay_binlog_lag_seconds relay.source binlog: commit time of the "
+                     "checkpoint behind now, 0 when it is at the server's end.\n"
+                     "# TYPE sidecar_relay_binlog_lag_seconds gauge\n"
+                     "sidecar_relay_binlog_lag_seconds{%s} %.3f\n", lab, lag_ms > 0 ? (double)lag_ms / 1000 : 0.0);
+            emit(&o, "# HELP sidecar_relay_binlog_lag_bytes relay.source binlog: bytes of binary log "
+                     "between the checkpoint and the server's end.\n"
+                     "# TYPE sidecar_relay_binlog_lag_bytes gauge\nsidecar_relay_binlog_lag_bytes{%s} %lld\n",
+                 lab, lag_bytes);
         }
         long long held = atomic_load(&r->held_aggregates);
         if (held >= 0)

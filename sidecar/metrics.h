@@ -56,6 +56,8 @@ struct sc_relay_metrics {
     struct sc_hist confirm_seconds, batch_size;
     atomic_llong pending, oldest_pending_age_ms; /* -1 until first measured */
     atomic_llong held_aggregates; /* per_aggregate: aggregates a FAILED row holds; -1 otherwise */
+    atomic_llong binlog_lag_ms, binlog_lag_bytes; /* relay.source binlog: checkpoint behind the
+                                                      server's end; -1 otherwise */
     atomic_int db_connected, amqp_connected;
 };
 

@@ -29,6 +29,12 @@ int sc_check_run(const struct sc_config *cfg);
  * schema lacks what the consumers need. */
 int sc_check_tenants(const struct sc_config *cfg, const char *only);
 
+/* check's part for relay.source "binlog" on a connection to the primary.
+ * Prints what holds; returns 0, or 1 after naming on stderr each thing that
+ * stops the relay. */
+struct sc_db;
+int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg);
+
 /* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
 long long sc_parse_duration_s(const char *s);
 

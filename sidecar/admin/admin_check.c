@@ -155,6 +155,8 @@ int sc_check_run(const struct sc_config *cfg)
                                                         : "the relay needs";
             printf("mysql: schema has what %s\n", who);
         }
+        if (cfg->relay.present && sc_relay_binlog(&cfg->relay))
+            rc |= sc_check_binlog(&db, cfg);
         for (size_t i = 0; i < cfg->n_consumers; i++) {
             char err[1024];
             int had;

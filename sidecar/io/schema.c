@@ -63,6 +63,10 @@ static const struct need needs[] = {
      "008_outbox_order.sql, then 012_outbox_order_version.sql"},
     /* information_schema.CHECK_CONSTRAINTS is hidden from a user with
      * column privileges only (MariaDB): the table's own definition is not. */
+    {SC_SCHEMA_RELAY_BINLOG, "table relay_checkpoint (outbox, binlog_file, binlog_pos, gtid, "
+     "published_up_to, lease_owner, lease_until)",
+     COLUMNS("relay_checkpoint", "'outbox', 'binlog_file', 'binlog_pos', 'gtid', 'published_up_to', "
+             "'lease_owner', 'lease_until'"), 7, "013_relay_checkpoint.sql"},
     {SC_SCHEMA_RELAY, "status FAILED allowed by ck_outbox_event_status",
      "SHOW CREATE TABLE outbox_event", 1, "005_outbox_failed.sql"},
     {SC_SCHEMA_RELAY, "outbox_event columns traceparent and tracestate (the trace context the "
@@ -152,5 +156,6 @@ int sc_schema_startup(const struct sc_config *cfg, int parts)
 
 int sc_schema_relay_parts(const struct sc_config *cfg)
 {
-    return SC_SCHEMA_RELAY | (sc_relay_per_aggregate(&cfg->relay) ? SC_SCHEMA_RELAY_ORDER : 0);
+    return SC_SCHEMA_RELAY | (sc_relay_per_aggregate(&cfg->relay) ? SC_SCHEMA_RELAY_ORDER : 0) |
+           (sc_relay_binlog(&cfg->relay) ? SC_SCHEMA_RELAY_BINLOG : 0);
 }

@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "otel.h"
+#include "binlog_source.h"
 #include "relay_core.h"
 #include "relay_db.h"
 
@@ -21,6 +22,7 @@ struct relay_io {
     const struct sc_config *cfg;
     const char *worker_id;
     struct sc_relay_db db;
+    struct sc_binlog_source binlog; /* relay.source "binlog" */
     struct sc_amqp amqp;
 };
 
@@ -143,6 +145,51 @@ static const struct sc_relay_ops relay_ops = {
     .backoff_ms = io_backoff_ms,
 };
 
+/* relay.source "binlog": the database calls go to the binary log source. */
+#define BINLOG(io) (&((struct relay_io *)(io))->binlog)
+static int io_b_db_open(void *io, struct sc_db_err *e) { return sc_binlog_db_open(BINLOG(io), e); }
+static void io_b_db_close(void *io) { sc_binlog_db_close(BINLOG(io)); }
+static int io_b_db_is_open(void *io) { return sc_binlog_db_is_open(BINLOG(io)); }
+static int io_b_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    return sc_binlog_claim(BINLOG(io), rows, max, e);
+}
+static int io_b_mark_published(void *io, struct sc_relay_row *const *rows, int n, unsigned char *marked,
+                               struct sc_db_err *e)
+{
+    return sc_binlog_mark_published(BINLOG(io), rows, n, marked, e);
+}
+static int io_b_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e)
+{
+    return sc_binlog_mark_failed(BINLOG(io), row, e);
+}
+static int io_b_rollback(void *io, struct sc_db_err *e) { return sc_binlog_rollback(BINLOG(io), e); }
+static void io_b_batch_done(void *io, const struct sc_relay_batch *b)
+{
+    sc_binlog_batch_done(BINLOG(io), b);
+}
+
+static const struct sc_relay_ops binlog_ops = {
+    .db_open = io_b_db_open,
+    .db_close = io_b_db_close,
+    .db_is_open = io_b_db_is_open,
+    .claim = io_b_claim,
+    .mark_published = io_b_mark_published,
+    .mark_failed = io_b_mark_failed,
+    .rollback = io_b_rollback,
+    .amqp_open = io_amqp_open,
+    .amqp_close = io_amqp_close,
+    .amqp_is_open = io_amqp_is_open,
+    .publish = io_publish,
+    .collect = io_collect,
+    .reopen = io_reopen,
+    .service = io_service,
+    .heartbeat = io_heartbeat,
+    .now_ms = io_now_ms,
+    .backoff_ms = io_backoff_ms,
+    .batch_done = io_b_batch_done,
+};
+
 static void default_worker_id(char *out, size_t len)
 {
     char host[128] = "relay";
@@ -182,14 +229,23 @@ int sc_relay_run(const struct sc_config *cfg)
         .binary = strcmp(rc->content_mode, "binary") == 0,
         .per_aggregate = sc_relay_per_aggregate(rc),
         .max_message_bytes = rc->max_message_bytes,
+        .claim_waits = sc_relay_binlog(rc),
     };
     struct sc_relay_core core;
-    if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_relay_core_init(&core, &p, &relay_ops, &io, &m)) {
+    const struct sc_relay_ops *ops = sc_relay_binlog(rc) ? &binlog_ops : &relay_ops;
+    if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_binlog_source_init(&io.binlog, cfg, worker_id) ||
+        sc_relay_core_init(&core, &p, ops, &io, &m)) {
         sc_error("relay: out of memory");
+        sc_binlog_source_free(&io.binlog);
         sc_relay_db_free(&io.db);
         return 1;
     }
     sc_relay_metrics_init(&m, worker_id);
+    if (sc_relay_binlog(rc)) {
+        io.binlog.m = &m;
+        atomic_store(&m.binlog_lag_bytes, 0);
+        atomic_store(&m.binlog_lag_ms, 0);
+    }
     sc_metrics_register_relay(&m);
     struct sc_http *http = NULL;
     char err[512];
@@ -197,17 +253,18 @@ int sc_relay_run(const struct sc_config *cfg)
         !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
         sc_error("%s", err);
         sc_relay_core_free(&core);
+        sc_binlog_source_free(&io.binlog);
         sc_relay_db_free(&io.db);
         return 1;
     }
-    sc_info("relay %s: publishing outbox_event to exchange %s (batch %d, lease %d ms, ordering %s, "
-            "%s mode, messages up to %d bytes)", worker_id, rc->exchange, rc->batch, rc->lease_ms,
-            rc->ordering, rc->content_mode, rc->max_message_bytes);
+    sc_info("relay %s: publishing outbox_event to exchange %s (source %s, batch %d, lease %d ms, "
+            "ordering %s, %s mode, messages up to %d bytes)", worker_id, rc->exchange, rc->source,
+            rc->batch, rc->lease_ms, rc->ordering, rc->content_mode, rc->max_message_bytes);
     sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {
-        if (core.phase == SC_RELAY_CLAIM)
+        if (core.phase == SC_RELAY_CLAIM && !sc_relay_binlog(rc))
             sc_relay_db_refresh_gauges(&io.db, &m);
         int wait = sc_relay_step(&core);
         if (wait > 0)
@@ -223,10 +280,15 @@ int sc_relay_run(const struct sc_config *cfg)
             worker_id, atomic_load(&m.published), atomic_load(&m.lease_lost),
             atomic_load(&m.returned), atomic_load(&m.nacked), atomic_load(&m.unconfirmed),
             atomic_load(&m.batches));
+    int gone = io.binlog.gone;
+    if (sc_relay_binlog(rc))
+        sc_info("relay %s: binlog source: %llu checkpoints, %llu rewinds, %llu rows deleted before "
+                "they were read", worker_id, io.binlog.checkpoints, io.binlog.rewinds, io.binlog.missing);
     sc_otel_stop();
     sc_http_stop(http);
     sc_amqp_close(&io.amqp);
     sc_relay_core_free(&core);
+    sc_binlog_source_free(&io.binlog);
     sc_relay_db_free(&io.db);
-    return 0;
+    return gone ? 2 : 0;
 }

@@ -74,7 +74,7 @@ static void phase_claim(struct sc_relay_core *c)
     }
     if (n == 0) {
         c->idle = 1;
-        c->round_wait = c->poll;
+        c->round_wait = c->p.claim_waits ? 0 : c->poll;
         c->poll = c->poll * 2 > c->p.poll_ms ? c->p.poll_ms : c->poll * 2;
         return;
     }
@@ -102,6 +102,14 @@ static void end_round(struct sc_relay_core *c)
     }
 }
 
+/* A batch's rows are settled: the source hears of it, then it is freed. */
+static void batch_over(struct sc_relay_core *c, struct sc_relay_batch *b)
+{
+    if (c->ops->batch_done)
+        c->ops->batch_done(c->io, b);
+    sc_relay_batch_end(b, b->n);
+}
+
 static void phase_send(struct sc_relay_core *c)
 {
     struct sc_relay_batch *b = c->claimed;
@@ -111,7 +119,7 @@ static void phase_send(struct sc_relay_core *c)
         if (b->n_wave > 0) /* its first wave is on the channel */
             c->inflight = b;
         else
-            sc_relay_batch_end(b, b->n);
+            batch_over(c, b);
     }
     if (c->collected)
         c->phase = SC_RELAY_MARK;
@@ -126,7 +134,7 @@ static void phase_mark(struct sc_relay_core *c)
     sc_hist_observe(&c->m->batch_size, b->n_msgs);
     atomic_fetch_add(&c->m->batches, 1);
     sc_debug("relay: batch of %d claimed, %d confirmed and marked", b->n, n_acked);
-    sc_relay_batch_end(b, b->n);
+    batch_over(c, b);
     c->collected = NULL;
     end_round(c);
 }

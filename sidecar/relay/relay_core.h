@@ -141,6 +141,10 @@ struct sc_relay_ops {
 
     int64_t (*now_ms)(void *io);
     int (*backoff_ms)(void *io, unsigned long long k); /* after the k-th failure in a row */
+
+    /* Optional (the binlog source's): every claimed batch ends here once, in
+     * claim order, with each row in its terminal state. */
+    void (*batch_done)(void *io, const struct sc_relay_batch *b);
 };
 
 enum sc_relay_phase {
@@ -158,6 +162,7 @@ struct sc_relay_params {
     int binary;       /* relay.content_mode "binary": attributes as headers, data as body */
     int per_aggregate; /* relay.ordering per_aggregate: the claim takes aggregate heads only */
     int max_message_bytes; /* relay.max_message_bytes: a larger body is FAILED, never sent */
+    int claim_waits;  /* the claim itself waits up to poll_ms for rows (binlog): no idle wait */
 };
 
 struct sc_relay_core {

@@ -1,0 +1,16 @@
+-- Least privilege for `sidecar relay` with relay.source "binlog": read the
+-- binary log as a replica, read outbox rows back by key, mark refused rows
+-- FAILED, and keep its checkpoint. Same password rules as relay.sql.
+-- REPLICATION CLIENT is MariaDB's BINLOG MONITOR (SHOW BINARY LOGS).
+SET @sc_pw = COALESCE(@sidecar_relay_binlog_password, HEX(RANDOM_BYTES(24)));
+SET @sc_sql = CONCAT('CREATE USER IF NOT EXISTS ''sidecar_relay_binlog''@''%'' IDENTIFIED BY ', QUOTE(@sc_pw));
+PREPARE sc_create_user FROM @sc_sql;
+EXECUTE sc_create_user;
+DEALLOCATE PREPARE sc_create_user;
+SET @sc_pw = NULL, @sc_sql = NULL;
+REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'sidecar_relay_binlog'@'%';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'sidecar_relay_binlog'@'%';
+GRANT SELECT ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
+-- a refused row is recorded FAILED, on its own; nothing else of a row
+GRANT UPDATE (status) ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
+GRANT SELECT, INSERT, UPDATE ON app.relay_checkpoint TO 'sidecar_relay_binlog'@'%';

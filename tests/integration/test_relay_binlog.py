@@ -1,0 +1,391 @@
+"""relay.source "binlog" against a MariaDB of this test's own with the binary
+log on (ROW format; the suite's server runs without one), on
+SC_TEST_BINLOG_MYSQL_PORT (default: the suite's MariaDB port + 2), stopped
+and removed at the end:
+
+1. a bad relay.source stops start-up naming the key;
+2. inserts are published once each, in both content modes, and no outbox
+   row is updated (they stay PENDING); the checkpoint row holds a position;
+3. a rolled-back transaction is never published; other tables' rows and
+   DDL are ignored; a row the rules refuse is FAILED on its own;
+4. one transaction of 1,000 rows; 2,000 rows from 8 concurrent producers
+   (a read-back right after the binlog event must wait, never skip);
+5. per_aggregate: each aggregate's events arrive in commit order;
+6. kill -9 between the confirm and the checkpoint write: the batch comes
+   again after the restart, nothing is missing;
+7. a database restart, and a binlog rotation;
+8. two relays, one active; kill -9 of the active one: the standby takes
+   over within lease_ms;
+9. a purge past the checkpoint: the relay stops (exit 2) naming the file;
+   the recovery (poll over the gap, then the checkpoint moved to the end)
+   publishes the gap and binlog mode runs again."""
+import re
+import shutil
+import socket
+import threading
+import uuid
+
+from harness import *
+
+PORT = int(os.environ.get("SC_TEST_BINLOG_MYSQL_PORT", str(int(os.environ["SC_TEST_MYSQL_PORT"]) + 2)))
+USER = subprocess.getoutput("id -un")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Server:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sc-binlog-")
+        self.sock = os.path.join(self.dir, "mysqld.sock")
+        self.data = os.path.join(self.dir, "data")
+        self.proc = None
+        r = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", f"--user={USER}",
+                            "--auth-root-authentication-method=socket", "--skip-test-db"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            bail("mariadb-install-db: " + (r.stdout + r.stderr)[-800:])
+
+    def start(self):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", PORT))
+        except OSError:
+            bail(f"port {PORT} (SC_TEST_BINLOG_MYSQL_PORT) is in use")
+        finally:
+            s.close()
+        self.proc = subprocess.Popen(
+            ["mariadbd", "--no-defaults", f"--datadir={self.data}", f"--socket={self.sock}",
+             f"--port={PORT}", "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
+             f"--log-error={self.dir}/error.log", f"--user={USER}", "--skip-name-resolve",
+             "--innodb-buffer-pool-size=64M", f"--tmpdir={self.dir}", f"--log-bin={self.dir}/binlog",
+             "--server-id=1", "--binlog-format=ROW", "--sync-binlog=1", "--max-connections=200"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(240):
+            if self.proc.poll() is None and self.sql("SELECT 1", check=False).returncode == 0:
+                return
+            time.sleep(0.25)
+        bail("the test's MariaDB did not start: " + open(f"{self.dir}/error.log").read()[-1500:])
+
+    def sql(self, text, check=True):
+        r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", f"--socket={self.sock}", "-uroot",
+                            "-N", "-B", "app" if self.proc and os.path.exists(f"{self.data}/app") else "mysql"],
+                           input=text, capture_output=True, text=True, timeout=120)
+        if check and r.returncode != 0:
+            bail(f"sql {text[:80]!r}: {r.stderr}")
+        return r
+
+    def db(self):
+        return pymysql.connect(unix_socket=self.sock, user="root", database="app", autocommit=True)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+srv = Server()
+
+
+def q(sql, args=None):
+    with srv.db() as c, c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def insert(n, agg="ORDER", agg_id=None, etype="ORDER_ACCEPTED", conn=None):
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    own = conn is None
+    c = conn or srv.db()
+    with c.cursor() as cur:
+        for i, eid in enumerate(ids):
+            cur.execute("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, "
+                        "event_version, payload, created_at) VALUES (%s, %s, %s, %s, 1, %s, UTC_TIMESTAMP(6))",
+                        (eid, agg, agg_id or str(1000 + i), etype, json.dumps({"n": i, "big": 12345678901234567890})))
+    if own:
+        c.close()
+    return ids
+
+
+def ids_in(msgs):
+    out = []
+    for _, props, body in msgs:
+        out.append(props.message_id)
+    return out
+
+
+def wait_ids(queue, want, timeout=60):
+    """Drains queue until every id of want has arrived: the ids seen, in order."""
+    seen, want = [], set(want)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        seen += ids_in(drain_with_keys(queue))
+        if want <= set(seen):
+            time.sleep(0.3)
+            seen += ids_in(drain_with_keys(queue))
+            return seen
+        time.sleep(0.1)
+    return seen
+
+
+def relay(ex, **kw):
+    r = Relay(ex, worker_id=kw.pop("worker_id", None), lease_ms=kw.pop("lease_ms", 3000), poll_ms=100,
+              batch=kw.pop("batch", 50))
+    r.config["mysql"]["url"] = URL
+    r.config["relay"]["source"] = kw.pop("source", "binlog")
+    r.config["relay"].update(kw)
+    with open(r.config_path, "w") as f:
+        json.dump(r.config, f)
+    return r
+
+
+def checkpoint():
+    rows = q("SELECT binlog_file, binlog_pos, IFNULL(gtid, ''), lease_owner FROM relay_checkpoint "
+             "WHERE outbox = 'outbox_event'")
+    return rows[0] if rows else None
+
+
+try:
+    srv.start()
+    srv.sql("CREATE DATABASE app CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;\n"
+            "CREATE USER 'sidecar'@'127.0.0.1' IDENTIFIED BY 'sidecar';\n"
+            "GRANT ALL ON *.* TO 'sidecar'@'127.0.0.1';")
+    for f in sorted(os.listdir(os.path.join(ROOT, "sql", "schema"))):
+        if f.endswith(".sql"):
+            srv.sql(open(os.path.join(ROOT, "sql", "schema", f)).read())
+    srv.sql("SET @sidecar_relay_binlog_password = 'binlog-secret';\n" +
+            open(os.path.join(ROOT, "sql", "grants", "relay_binlog.sql")).read())
+    URL = f"mysql://sidecar:sidecar@127.0.0.1:{PORT}/app"
+    LEAST_URL = f"mysql://sidecar_relay_binlog:binlog-secret@127.0.0.1:{PORT}/app"
+
+    # 1. a bad value stops start-up, naming the key
+    ex = "binlog-" + suffix()
+    bad = relay(ex, source="logfile")
+    p = subprocess.run([SIDECAR, "relay", "--config", bad.config_path], capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 2 and "relay.source" in p.stderr,
+       f"relay.source \"logfile\" stops start-up naming the key (exit {p.returncode}: {p.stderr.strip()[-160:]})")
+
+    # sidecar check: what the binlog reader needs, here and on the suite's server (no binlog)
+    cfg = dict(bad.config)
+    cfg["relay"] = dict(bad.config["relay"], source="binlog", worker_id="binlog-a")
+    cfg["mysql"] = {"url": LEAST_URL}
+    cfg["http"] = {"listen": "off"}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 0 and "log_bin on, ROW events, grants" in out and "replica server_id" in out,
+       f"check passes the binlog reader's needs as the relay_binlog role (exit {rc})", out)
+    cfg["mysql"] = {"url": os.environ["SC_TEST_MYSQL_URL"]}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 1 and "log_bin is off" in out, f"check refuses a server without the binary log (exit {rc})", out)
+    q("CREATE USER IF NOT EXISTS 'nobinlog'@'127.0.0.1' IDENTIFIED BY 'x'")
+    q("GRANT SELECT, UPDATE ON app.* TO 'nobinlog'@'127.0.0.1'")
+    q("GRANT INSERT ON app.relay_checkpoint TO 'nobinlog'@'127.0.0.1'")
+    cfg["mysql"] = {"url": f"mysql://nobinlog:x@127.0.0.1:{PORT}/app"}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 1 and "lacks REPLICATION SLAVE" in out, f"check names a missing replication grant (exit {rc})", out)
+
+    # 2. published once each, rows untouched; binary mode on a second relay
+    queue = bound_queue(ex)
+    r = relay(ex, worker_id="binlog-a")
+    r.config["mysql"]["url"] = LEAST_URL
+    with open(r.config_path, "w") as f:
+        json.dump(r.config, f)
+    r.start()
+    first = insert(20)
+    seen = wait_ids(queue, first)
+    ok(set(first) <= set(seen) and len(seen) == 20,
+       f"20 inserts published once each as the least-privilege binlog user ({len(seen)} messages)")
+    st = q("SELECT status, COUNT(*), MAX(publish_attempts) FROM outbox_event GROUP BY status")
+    ok(st == (("PENDING", 20, 0),), f"no outbox row is updated: {st}")
+    time.sleep(0.5)
+    ck = checkpoint()
+    ok(ck and ck[0].startswith("binlog.") and ck[1] > 4 and ck[3] == "binlog-a",
+       f"the checkpoint row holds a position and the lease: {ck}")
+    ok(ck and re.match(r"^0-1-\d+$", ck[2]), f"and the GTID of its transaction: {ck and ck[2]}")
+    lag = lambda: metric_sum(r.http_port(), r"^sidecar_relay_binlog_lag_bytes\{[^}]*\} (\d+)$", -1)
+    # (what follows is at most the relay's own last checkpoint write)
+    ok(wait_until(lambda: 0 <= lag() < 2048, timeout=15),
+       f"sidecar_relay_binlog_lag_bytes is near 0 once caught up ({lag()})")
+    lagged = lambda: metric_sum(r.http_port(), r"^sidecar_relay_binlog_lag_seconds\{[^}]*\} (\d+)\.\d+$", -1)
+    ok(lagged() == 0, f"and sidecar_relay_binlog_lag_seconds 0 ({lagged()})")
+    r.stop()
+    one = insert(1)
+    msgs = []
+    r = relay(ex, worker_id="binlog-a", content_mode="binary").start()
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(p.message_id == one[0] for _, p, _ in msgs):
+        msgs += drain_with_keys(queue)
+        time.sleep(0.1)
+    m = [x for x in msgs if x[1].message_id == one[0]]
+    ok(m and m[0][1].content_type == "application/json" and json.loads(m[0][2])["n"] == 0 and
+       b"12345678901234567890" in m[0][2] and m[0][1].headers.get("cloudEvents:id") == one[0],
+       "binary mode after a restart: the payload is the body as stored, attributes as headers")
+    ok(all(x[1].message_id != first[0] for x in msgs), "the restart resumed from the checkpoint (no republish)")
+    r.stop()
+
+    # 3. rollback, other tables, DDL, refused rows
+    r = relay(ex, worker_id="binlog-a").start()
+    c = srv.db()
+    c.autocommit(False)
+    rolled = insert(3, conn=c)
+    c.rollback()
+    c.close()
+    q("CREATE TABLE IF NOT EXISTS other (id INT PRIMARY KEY, v VARCHAR(40))")
+    q("INSERT INTO other VALUES (1, 'x'), (2, 'y')")
+    q("ALTER TABLE other ADD COLUMN w INT NULL")
+    bad_ids = insert(1, etype="")
+    after = insert(5)
+    seen = wait_ids(queue, after)
+    ok(set(after) <= set(seen) and not set(rolled) & set(seen) and not set(bad_ids) & set(seen),
+       "a rolled-back transaction and a refused row are not published; other tables and DDL are ignored")
+    ok(q("SELECT status FROM outbox_event WHERE event_id = %s", bad_ids) == (("FAILED",),),
+       "the refused row is recorded FAILED on its own")
+    ok(r.alive(), "the relay survived other tables' rows and DDL")
+
+    # 4. one transaction of 1,000 rows; 2,000 from concurrent producers
+    c = srv.db()
+    c.autocommit(False)
+    big = insert(1000, conn=c)
+    c.commit()
+    c.close()
+    seen = wait_ids(queue, big, timeout=120)
+    ok(set(big) <= set(seen), f"one transaction of 1,000 rows: {len(set(big) & set(seen))} published")
+    ok(len(seen) == len(set(seen)), f"each once ({len(seen)} messages)")
+    racing, lock = [], threading.Lock()
+
+    def produce():
+        got = insert(250)
+        with lock:
+            racing.extend(got)
+
+    ts = [threading.Thread(target=produce) for _ in range(8)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    seen = wait_ids(queue, racing, timeout=120)
+    ok(set(racing) <= set(seen), f"2,000 rows from 8 concurrent producers: {len(set(racing) & set(seen))} published, none skipped")
+    r.stop()
+
+    # 5. per_aggregate: order per aggregate is commit order
+    r = relay(ex, worker_id="binlog-a", ordering="per_aggregate", batch=7).start()
+    order = []
+    for k in range(60):
+        order += insert(1, agg_id=f"agg-{k % 4}")
+    seen = wait_ids(queue, order)
+    pos = {e: i for i, e in enumerate(seen)}
+    inorder = all(pos[order[i]] < pos[order[j]] for i in range(len(order)) for j in range(i + 1, len(order))
+                  if i % 4 == j % 4) if set(order) <= set(pos) else False
+    ok(inorder, "per_aggregate: each aggregate's 15 events arrive in commit order")
+    r.stop()
+
+    # 6. kill -9 between the confirm and the checkpoint write
+    before = checkpoint()
+    r = relay(ex, worker_id="binlog-a", batch=10)
+    r.start(env={"SIDECAR_FAULT": "relay.after_confirm"})
+    cut = insert(10)
+    code = r.wait_exit(30)
+    ok(code == 86, f"the fault point ended the relay after the confirm (exit {code})")
+    ok(checkpoint()[:2] == before[:2], "and before the checkpoint write (unchanged)")
+    first_copy = ids_in(drain_with_keys(queue))
+    r = relay(ex, worker_id="binlog-a", batch=10).start()
+    second = wait_ids(queue, cut)
+    ok(first_copy and set(first_copy) <= set(cut),
+       f"the batch confirmed before the kill reached the queue ({len(first_copy)} of the 10)")
+    ok(set(cut) <= set(second) and set(first_copy) <= set(second),
+       f"after the restart all 10 are published, the {len(first_copy)} confirmed before the kill again")
+
+    # 7. database restart, rotation
+    srv.stop()
+    srv.start()
+    again = insert(5)
+    seen = wait_ids(queue, again, timeout=90)
+    if not ok(set(again) <= set(seen), "after a database restart the relay reconnects and publishes"):
+        diag(r.text()[-3000:])
+    old_file = checkpoint()[0]
+    q("FLUSH BINARY LOGS")
+    rot = insert(5)
+    seen = wait_ids(queue, rot)
+    time.sleep(1.5)
+    ok(set(rot) <= set(seen) and checkpoint()[0] > old_file,
+       f"after a rotation: published, and the checkpoint moved to {checkpoint()[0]}")
+    r.stop()
+
+    # 8. two relays, one active
+    a = relay(ex, worker_id="binlog-a", lease_ms=2000).start()
+    time.sleep(1)
+    b = relay(ex, worker_id="binlog-b", lease_ms=2000).start()
+    both = insert(20)
+    seen = wait_ids(queue, both)
+    ok(set(both) <= set(seen) and all(seen.count(e) == 1 for e in both) and checkpoint()[3] == "binlog-a",
+       f"two relays: the lease holder publishes, once each ({len(seen)} messages)",
+       "\n".join([str((e, seen.count(e), e in both)) for e in set(seen) if seen.count(e) > 1 or e not in both] +
+                 [l for l in (a.text() + b.text()).splitlines() if '"info"' not in l][-12:]))
+    a.kill9()
+    t0 = time.time()
+    later = insert(5)
+    seen = wait_ids(queue, later, timeout=30)
+    took = time.time() - t0
+    ok(set(later) <= set(seen) and checkpoint()[3] == "binlog-b",
+       f"the standby took over after kill -9 of the active one ({took:.1f} s, lease 2 s)")
+    c = relay(ex, worker_id="binlog-c", lease_ms=10000).start()
+    time.sleep(1)
+    b.stop()
+    t0 = time.time()
+    handed = insert(3)
+    seen = wait_ids(queue, handed, timeout=30)
+    took = time.time() - t0
+    ok(set(handed) <= set(seen) and checkpoint()[3] == "binlog-c" and took < 5 and
+       "lease of the checkpoint released" in b.text(),
+       f"a relay stopped with SIGTERM hands its lease over at once ({took:.1f} s, the standby's lease 10 s)")
+    c.stop()
+
+    # 9. purge past the position, then the recovery
+    gap = insert(5)
+    q("FLUSH BINARY LOGS")
+    cur_file = q("SHOW MASTER STATUS")[0][0]
+    # a file a dump thread still reads is not purged: none may be left
+    for _ in range(50):
+        dumps = [r[0] for r in q("SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%%'")]
+        if not dumps:
+            break
+        for d in dumps:
+            try:
+                q(f"KILL {d}")
+            except pymysql.err.OperationalError:
+                pass
+        time.sleep(0.2)
+    # MariaDB keeps a file until InnoDB's checkpoint has passed it: again
+    # until it is gone
+    for _ in range(20):
+        q(f"PURGE BINARY LOGS TO '{cur_file}'")
+        if checkpoint()[0] not in [x[0] for x in q("SHOW BINARY LOGS")]:
+            break
+        time.sleep(0.5)
+    ok(checkpoint()[0] not in [x[0] for x in q("SHOW BINARY LOGS")],
+       f"the checkpoint's file {checkpoint()[0]} is purged")
+    r = relay(ex, worker_id="binlog-a")
+    r.start()
+    code = r.wait_exit(30)
+    text = r.text()
+    ok(code == 2 and "is gone" in text and checkpoint()[0] in text,
+       f"a purge past the checkpoint stops the relay (exit {code}) naming its file")
+    ok(not set(gap) & set(ids_in(drain_with_keys(queue))), "and nothing was skipped past it silently")
+    # recovery: note the end, publish the gap by polling, move the checkpoint
+    end_file, end_pos = q("SHOW MASTER STATUS")[0][:2]
+    poll = relay(ex, worker_id="poll-gap", source="poll").start()
+    seen = wait_ids(queue, gap, timeout=60)
+    poll.stop()
+    q("UPDATE relay_checkpoint SET binlog_file = %s, binlog_pos = %s, gtid = NULL WHERE outbox = 'outbox_event'",
+      (end_file, end_pos))
+    r = relay(ex, worker_id="binlog-a").start()
+    fresh = insert(3)
+    seen += wait_ids(queue, fresh)
+    ok(set(gap) <= set(seen) and set(fresh) <= set(seen),
+       "recovery: poll mode publishes the gap, then binlog mode runs again from the moved checkpoint")
+    r.stop()
+finally:
+    srv.stop()
+    shutil.rmtree(srv.dir, ignore_errors=True)
+done()
