@@ -8,6 +8,7 @@
 #include "io/db_settings.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "relay_db.h"
 #include "relay_message.h"
 
 /* A row named by the binary log is committed; the read-back takes a shared
@@ -138,10 +139,6 @@ static int hold_lease(struct sc_binlog_source *s, struct sc_db_err *e)
     return 1;
 }
 
-static char *dup_field(const char *s)
-{
-    return strdup(s ? s : "");
-}
 
 /* Reads rows ids[0..n) back by key into rows, in the binary log's order,
  * dropping those no longer PENDING (published or refused before). Returns
@@ -185,16 +182,8 @@ static int read_back(struct sc_binlog_source *s, struct sc_relay_row *rows, int 
                 status[i] = row[9] && strcmp(row[9], "PENDING") == 0 ? 1 : 2;
                 if (status[i] != 1)
                     break;
-                struct sc_relay_row *o = &got[i];
-                snprintf(o->event_id, sizeof o->event_id, "%s", row[0]);
-                o->aggregate_type = dup_field(row[1]);
-                o->aggregate_id = dup_field(row[2]);
-                o->event_type = dup_field(row[3]);
-                o->version = row[4] ? atoll(row[4]) : 0;
-                o->payload = dup_field(row[5]);
-                snprintf(o->time, sizeof o->time, "%s", row[6] ? row[6] : "");
-                snprintf(o->traceparent, sizeof o->traceparent, "%s", row[7] ? row[7] : "");
-                o->tracestate = row[8] ? strdup(row[8]) : NULL;
+                /* an allocation failure leaves NULL fields, as before */
+                (void)sc_relay_row_take(&got[i], row);
                 break;
             }
         }

@@ -77,6 +77,27 @@ static void claim_sql(char *sql, size_t len, int expired, int per_aggregate, int
         snprintf(sql, len, CLAIM_PENDING_SQL, per_aggregate ? HEAD_PENDING : "", limit);
 }
 
+static char *dup_field(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+int sc_relay_row_take(struct sc_relay_row *o, MYSQL_ROW row)
+{
+    snprintf(o->event_id, sizeof o->event_id, "%s", row[0] ? row[0] : "");
+    o->aggregate_type = dup_field(row[1]);
+    o->aggregate_id = dup_field(row[2]);
+    o->event_type = dup_field(row[3]);
+    o->version = row[4] ? atoll(row[4]) : 0;
+    o->payload = dup_field(row[5]);
+    snprintf(o->time, sizeof o->time, "%s", row[6] ? row[6] : "");
+    /* trace context: checked when the message is built (relay_message.c) */
+    snprintf(o->traceparent, sizeof o->traceparent, "%s", row[7] ? row[7] : "");
+    o->tracestate = row[8] ? strdup(row[8]) : NULL;
+    return !o->aggregate_type || !o->aggregate_id || !o->event_type || !o->payload ||
+           (row[8] && !o->tracestate);
+}
+
 int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id)
 {
     memset(d, 0, sizeof *d);
@@ -196,10 +217,6 @@ static void bind_ids(struct sc_relay_db *d, int offset, struct sc_relay_row *con
         bind_str(&d->binds[offset + i], &d->lens[offset + i], rows[i < n ? i : 0]->event_id);
 }
 
-static char *dup_field(const char *s)
-{
-    return strdup(s ? s : "");
-}
 
 /* Runs one claim SELECT for up to `limit` rows and appends them to rows from
  * index *n. Returns 0, or -1 with e filled. */
@@ -214,19 +231,7 @@ static int claim_select(struct sc_relay_db *d, int expired, int limit, struct sc
     MYSQL_ROW row;
     int oom = 0;
     while ((row = mysql_fetch_row(res)) && *n < max) {
-        struct sc_relay_row *o = &rows[*n];
-        snprintf(o->event_id, sizeof o->event_id, "%s", row[0] ? row[0] : "");
-        o->aggregate_type = dup_field(row[1]);
-        o->aggregate_id = dup_field(row[2]);
-        o->event_type = dup_field(row[3]);
-        o->version = row[4] ? atoll(row[4]) : 0;
-        o->payload = dup_field(row[5]);
-        snprintf(o->time, sizeof o->time, "%s", row[6] ? row[6] : "");
-        /* trace context: checked when the message is built (relay_message.c) */
-        snprintf(o->traceparent, sizeof o->traceparent, "%s", row[7] ? row[7] : "");
-        o->tracestate = row[8] ? strdup(row[8]) : NULL;
-        oom |= !o->aggregate_type || !o->aggregate_id || !o->event_type || !o->payload ||
-               (row[8] && !o->tracestate);
+        oom |= sc_relay_row_take(&rows[*n], row);
         (*n)++;
     }
     mysql_free_result(res);

@@ -45,4 +45,9 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *
 /* Logs the two claim statements at debug level. */
 void sc_relay_db_log_claim_sql(int batch, int per_aggregate);
 
+/* Fills o from a row of the claim's columns (event_id, aggregate_type,
+ * aggregate_id, event_type, event_version, payload, created_at,
+ * traceparent, tracestate). Returns nonzero when an allocation failed. */
+int sc_relay_row_take(struct sc_relay_row *o, MYSQL_ROW row);
+
 #endif
