@@ -2,6 +2,7 @@
  * broker's own frames (cancel, close), ack and nack. */
 #include "amqp_conn.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -22,6 +23,17 @@ int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, co
     snprintf(a->queue, sizeof a->queue, "%s", queue);
     a->prefetch = prefetch;
     return 0;
+}
+
+int sc_amqp_frames_waiting(struct sc_amqp *a)
+{
+    if (!a->conn)
+        return 0;
+    if (amqp_frames_enqueued(a->conn) || amqp_data_in_buffer(a->conn))
+        return 1;
+    amqp_socket_t *s = amqp_get_socket(a->conn);
+    struct pollfd p = {.fd = s ? amqp_socket_get_sockfd(s) : -1, .events = POLLIN};
+    return p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
 enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, uint32_t *ready,
