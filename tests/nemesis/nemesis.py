@@ -16,7 +16,11 @@ nemesis' own ports and passes their environment. What runs:
   updates     plain SQL again: later versions of committed orders
               (ORDER_UPDATED, version n+1, the order row and its outbox row in
               one transaction), so an aggregate has a stream of events
-  relays      both with relay.ordering per_aggregate
+  relays      both with relay.ordering per_aggregate; on a single node,
+              relay.source "binlog" in half the runs (odd seeds, or
+              NEMESIS_RELAY_SOURCE=poll|binlog): one active by the
+              checkpoint's lease, the other standing by; published then
+              means confirmed into the audit queue, as rows stay PENDING
   consumers   two `sidecar consume`, each with three consumers in one config:
               nem-jobs (the C sample handler, notification_job) and
               nem-effects (sql.so appending to nemesis_effect, which has no
@@ -72,6 +76,7 @@ LEASE_MS = 3000
 RETRY_DELAYS_MS = [500, 2000]
 DRAIN_S = float(os.environ.get("NEMESIS_DRAIN_S", "240"))
 RATE = float(os.environ.get("NEMESIS_RATE", "6"))  # orders per second, both producers together
+RELAY_SOURCE = "poll"  # set by main(): "poll" or "binlog"
 
 T0 = time.time()
 RUN_DIR = None
@@ -399,13 +404,13 @@ def consumer_config(topo, name, urls_mysql, urls_amqp, cluster):
             "consumers": [jobs, effects, ordered]}
 
 
-def relay_config(name, urls_mysql, urls_amqp):
+def relay_config(name, urls_mysql, urls_amqp, source):
     return {"amqp": {"url": urls_amqp, "heartbeat_s": HEARTBEAT_S},
             "mysql": {"url": urls_mysql, "lock_wait_timeout_s": HEARTBEAT_S},
             "http": {"listen": "127.0.0.1:0"},
             "log": {"level": "info"},
             "relay": {"worker_id": name.replace("relay", "nem-relay"), "exchange": EXCHANGE, "batch": 50,
-                      "ordering": "per_aggregate",
+                      "ordering": "per_aggregate", "source": source,
                       "lease_ms": LEASE_MS, "poll_ms": 100, "confirm_timeout_ms": LEASE_MS // 3}}
 
 
@@ -783,6 +788,7 @@ class Audit(threading.Thread):
         self.out = JsonlWriter(os.path.join(RUN_DIR, "audit.jsonl"))
         self.stop = threading.Event()
         self.seen = 0
+        self.ids = set()  # every event id the broker confirmed a copy of
 
     def run(self):
         while not self.stop.is_set():
@@ -796,6 +802,7 @@ class Audit(threading.Thread):
                         c.sleep(0.2)
                         continue
                     self.out.write({"t": now(), "event_id": props.message_id, "redelivered": m.redelivered})
+                    self.ids.add(props.message_id)
                     self.seen += 1
                     ch.basic_ack(m.delivery_tag)
                 c.close()
@@ -956,7 +963,7 @@ class Nemesis:
         owner = target.replace("relay", "nem-relay")
         p = self.procs[target]
         held = 0
-        end = now() + 3.0
+        end = now() + (3.0 if RELAY_SOURCE == "poll" else 0.0)  # binlog rows are never PUBLISHING
         while now() < end:
             try:
                 n = self.topo.sql("SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHING' AND lease_owner = %s",
@@ -997,7 +1004,7 @@ class Nemesis:
                 continue
             try:
                 ids = self.topo.sql("SELECT ID FROM information_schema.PROCESSLIST WHERE USER IN"
-                                    " ('sidecar_consumer', 'sidecar_relay')", i=i)
+                                    " ('sidecar_consumer', 'sidecar_relay', 'sidecar_relay_binlog')", i=i)
                 for (tid,) in ids:
                     try:
                         self.topo.sql(f"KILL CONNECTION {int(tid)}", i=i)
@@ -1363,11 +1370,17 @@ def heal(topo, procs, dbp, amqpp):
         p.expected_down = False
 
 
-def drained(topo, n_orders_hint=None):
-    """(done, why-not) — every order PUBLISHED, claimed by both consumers,
-    and nothing left in the consumers' queues and delay queues."""
+def drained(topo, audit):
+    """(done, why-not) — every order published (PUBLISHED; with the binlog
+    source, seen in the audit queue), claimed by both consumers, and nothing
+    left in the consumers' queues and delay queues."""
     try:
-        left = topo.sql("SELECT COUNT(*) FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')")[0][0]
+        if RELAY_SOURCE == "binlog":
+            seen = set(audit.ids)
+            left = sum(1 for (e,) in topo.sql("SELECT event_id FROM outbox_event WHERE status <> 'FAILED'")
+                       if e not in seen)
+        else:
+            left = topo.sql("SELECT COUNT(*) FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')")[0][0]
         orders = topo.sql("SELECT COUNT(*) FROM orders WHERE tenant_id = %s", (TENANT,))[0][0]
         claims = topo.sql("SELECT COUNT(*) FROM orders o JOIN consumed_event c ON c.event_id = o.acceptance_event_id"
                           " WHERE o.tenant_id = %s AND c.consumer_name IN %s", (TENANT, UNORDERED))[0][0]
@@ -1376,7 +1389,7 @@ def drained(topo, n_orders_hint=None):
     except Exception as e:  # noqa: BLE001
         return False, f"database: {e!r}"
     if left:
-        return False, f"{left} outbox rows not PUBLISHED"
+        return False, f"{left} outbox rows not published"
     want = len(UNORDERED) * orders + events
     if claims + ordered < want:
         dead = sum(queue_messages(topo, c + ".dlq") or 0 for c in CONSUMERS)
@@ -1470,6 +1483,15 @@ class Tap:
 def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windows=True):
     """Every event by its id. Returns the summary dict and the ids per class."""
     orders = rows["orders"]
+    # With the binlog source rows stay PENDING: published is a copy the
+    # broker confirmed, which the audit queue saw.
+    audited = set()
+    if RELAY_SOURCE == "binlog":
+        try:
+            with open(audit_path) as f:
+                audited = {json.loads(line)["event_id"] for line in f}
+        except OSError:
+            pass
     by_event = {}
     for oid, rid, eid, created in orders:
         by_event.setdefault(eid, []).append((oid, rid))
@@ -1512,7 +1534,7 @@ def check(topo, procs, producers, nem, audit_path, rows, dlq, depths, tap, windo
             continue
         if len(ob) > 1:
             doubled[eid] = f"{len(ob)} outbox rows"
-        if ob[0][0] != "PUBLISHED":
+        if ob[0][0] != "PUBLISHED" and not (ob[0][0] == "PENDING" and eid in audited):
             stuck[eid] = f"outbox row {ob[0][0]} (lease owner {ob[0][1]}, {ob[0][2]} publish attempts)"
             continue
         if eid in dead:
@@ -1925,6 +1947,13 @@ def main():
 
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
     mode = "cluster" if a.cluster else "single"
+    global RELAY_SOURCE
+    # The binlog source on one server only: its position is a file and
+    # offset of that server's binary log (docs/scale.md).
+    RELAY_SOURCE = os.environ.get("NEMESIS_RELAY_SOURCE") or ("binlog" if not a.cluster and seed % 2 else "poll")
+    if RELAY_SOURCE not in ("poll", "binlog") or (a.cluster and RELAY_SOURCE == "binlog"):
+        print(f"# NEMESIS_RELAY_SOURCE={RELAY_SOURCE}: poll, or binlog on a single node", flush=True)
+        return 2
     T0 = time.time()
     RUN_DIR = os.path.join(base, "runs", time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{mode}-seed{seed}")
     os.makedirs(os.path.join(RUN_DIR, "logs"))
@@ -1936,9 +1965,9 @@ def main():
         pass
     os.symlink(RUN_DIR, last)
     with open(os.path.join(RUN_DIR, "start.json"), "w") as f:
-        json.dump({"t0": T0, "seed": seed, "seconds": a.seconds, "mode": mode}, f)
-    print(f"# nemesis: seed {seed}, {a.seconds:.0f} s of faults, {mode}; replay: tests/nemesis/run"
-          f" {a.seconds:.0f} --seed {seed}{' --cluster' if a.cluster else ''}", flush=True)
+        json.dump({"t0": T0, "seed": seed, "seconds": a.seconds, "mode": mode, "relay_source": RELAY_SOURCE}, f)
+    print(f"# nemesis: seed {seed}, {a.seconds:.0f} s of faults, {mode}, relay.source {RELAY_SOURCE}; replay:"
+          f" tests/nemesis/run {a.seconds:.0f} --seed {seed}{' --cluster' if a.cluster else ''}", flush=True)
     print(f"# run folder {RUN_DIR}", flush=True)
 
     topo = Topology(a.cluster)
@@ -1946,7 +1975,8 @@ def main():
     dbp = [Proxy(f"db{i + 1}", m["port"]) for i, m in enumerate(topo.mysql)]
     amqpp = [Proxy(f"amqp{i + 1}", m["port"]) for i, m in enumerate(topo.amqp)]
     cons_urls = [f"mysql://sidecar_consumer:consumer-secret@127.0.0.1:{p.port}/app" for p in dbp]
-    relay_urls = [f"mysql://sidecar_relay:relay-secret@127.0.0.1:{p.port}/app" for p in dbp]
+    relay_user = "sidecar_relay_binlog:relay-binlog-secret" if RELAY_SOURCE == "binlog" else "sidecar_relay:relay-secret"
+    relay_urls = [f"mysql://{relay_user}@127.0.0.1:{p.port}/app" for p in dbp]
     amqp_urls = [f"amqp://guest:guest@127.0.0.1:{p.port}/%2f" for p in amqpp]
 
     def one(urls):
@@ -1955,7 +1985,8 @@ def main():
     for k in (1, 2):
         # each process starts at another node of the lists
         rot = lambda u: u[(k - 1) % len(u):] + u[:(k - 1) % len(u)]  # noqa: E731
-        procs[f"relay-{k}"] = Proc(f"relay-{k}", "relay", relay_config(f"relay-{k}", one(relay_urls), one(rot(amqp_urls))))
+        procs[f"relay-{k}"] = Proc(f"relay-{k}", "relay", relay_config(f"relay-{k}", one(relay_urls), one(rot(amqp_urls)),
+                                                                 RELAY_SOURCE))
         procs[f"consume-{k}"] = Proc(f"consume-{k}", "consume",
                                      consumer_config(topo, f"consume-{k}", one(rot(cons_urls)), one(rot(amqp_urls)),
                                                      a.cluster))
@@ -2004,7 +2035,7 @@ def main():
     while now() - t_drain < DRAIN_S:
         for p in procs.values():
             p.check_exit()
-        done_, why = drained(topo)
+        done_, why = drained(topo, audit)
         if done_:
             break
         if now() - last_say > 15:
@@ -2029,7 +2060,7 @@ def main():
                                   depths)
     tap.ok(good_check, f"the checker finds a dropped effect, a dropped claim, a doubled effect, a stuck row, a"
            f" dead letter and two versions applied out of order planted in a copy of this run's rows ({what})")
-    summary.update(seed=seed, seconds=a.seconds, mode=mode, drain_s=round(now() - t_drain, 1), drained=done_,
+    summary.update(seed=seed, seconds=a.seconds, mode=mode, relay_source=RELAY_SOURCE, drain_s=round(now() - t_drain, 1), drained=done_,
                    wall_s=round(now() - T0, 1))
     with open(os.path.join(RUN_DIR, "summary.json"), "w") as f:
         json.dump({"summary": summary, "ids": {k: v for k, v in classes.items()}}, f, indent=1)
