@@ -37,7 +37,10 @@ static void rewind_stream(struct sc_binlog_core *c, const char *why)
     }
     c->ops->stream_close(c->io);
     c->n_ids = 0;
-    c->q_len = 0;
+    /* Batches claimed before the rewind stay queued, to end in claim order
+     * as the core ends them: their old gen stores nothing. Dropped here, a
+     * batch claimed after it would be popped by an older one, storing its
+     * position before its confirms. */
     c->gen++;
     c->from = c->stored;
 }
@@ -124,17 +127,26 @@ done:
 
 /* The position a done batch may store: after the last transaction the
  * stream finished reading when the batch was cut. */
-static void queue_done_at(struct sc_binlog_core *c)
+static void queue_done_at(struct sc_binlog_core *c, const struct sc_relay_row *rows)
 {
     int k = (c->q_head + c->q_len) % SC_BINLOG_INFLIGHT;
     c->done_at[k].gen = c->gen;
+    c->done_at[k].rows = rows;
+    c->done_at[k].settled = 0;
     c->done_at[k].pos = c->ops->stream_tx(c->io)->committed;
     c->q_len++;
 }
 
-static int same_pos(const struct sc_binlog_pos *a, const struct sc_binlog_pos *b)
+/* 1 when a is past b in the binary log: file by file (a longer name is a
+ * later file once the counter outgrows its padding), then the offset. No
+ * position (an empty file) is before every other. */
+static int pos_after(const struct sc_binlog_pos *a, const struct sc_binlog_pos *b)
 {
-    return a->pos == b->pos && strcmp(a->file, b->file) == 0;
+    size_t la = strlen(a->file), lb = strlen(b->file);
+    if (!la || !lb)
+        return la > lb;
+    int c = la != lb ? (la > lb ? 1 : -1) : strcmp(a->file, b->file);
+    return c > 0 || (c == 0 && a->pos > b->pos);
 }
 
 /* Only other tables, DDL or nothing: store the position when no batch is
@@ -143,7 +155,7 @@ static int idle_store(struct sc_binlog_core *c, struct sc_db_err *e)
 {
     int64_t now = c->ops->now_ms(c->io);
     struct sc_binlog_tx *tx = c->ops->stream_tx(c->io);
-    if (c->q_len || now < c->idle_store_at || !tx->foreign || same_pos(&tx->committed, &c->stored))
+    if (c->q_len || now < c->idle_store_at || !tx->foreign || !pos_after(&tx->committed, &c->stored))
         return 0;
     struct sc_binlog_pos at = tx->committed;
     int rc = c->ops->ckpt_store(c->io, &at, e);
@@ -199,30 +211,31 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
     memmove(c->ids, c->ids + take, (size_t)(n - take) * sizeof *c->ids);
     c->n_ids = n - take;
     if (got > 0)
-        queue_done_at(c);
+        queue_done_at(c, rows);
     return got;
 }
 
-void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_batch *b)
+/* Stores the position of the last of the settled batches at the head of
+ * the queue. */
+static void store_settled(struct sc_binlog_core *c)
 {
-    if (c->q_len == 0)
-        return; /* rewound since: nothing of it may be stored */
-    int k = c->q_head;
-    c->q_head = (c->q_head + 1) % SC_BINLOG_INFLIGHT;
-    c->q_len--;
-    if (c->done_at[k].gen != c->gen)
-        return;
-    for (int i = 0; i < b->n; i++) {
-        enum sc_relay_row_state st = b->rows[i].state;
-        if (st != SC_ROW_PUBLISHED && st != SC_ROW_FAILED) {
-            rewind_stream(c, sc_relay_row_state_name(st));
-            return;
-        }
+    int last = -1;
+    while (c->q_len && c->done_at[c->q_head].settled) {
+        if (c->done_at[c->q_head].gen == c->gen)
+            last = c->q_head;
+        c->q_head = (c->q_head + 1) % SC_BINLOG_INFLIGHT;
+        c->q_len--;
     }
+    /* A stream that started before the checkpoint (a server that sends
+     * again from earlier) reaches it again: nothing new to store, and the
+     * checkpoint never moves back. */
+    if (last < 0 || !pos_after(&c->done_at[last].pos, &c->stored))
+        return;
+    struct sc_binlog_pos at = c->done_at[last].pos;
     struct sc_db_err e = {0};
-    int rc = c->ops->ckpt_store(c->io, &c->done_at[k].pos, &e);
+    int rc = c->ops->ckpt_store(c->io, &at, &e);
     if (rc == 1) {
-        c->stored = c->done_at[k].pos;
+        c->stored = at;
         c->checkpoints++;
         c->renew_at = c->ops->now_ms(c->io) + c->lease_ms / 3;
         return;
@@ -235,6 +248,35 @@ void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_b
         sc_warn("relay: writing the checkpoint failed (error %u: %s); what follows the last one "
                 "is published again", e.code, e.msg);
         c->ops->db_close(c->io);
+        /* It may have committed all the same: the lease is taken again,
+         * which reads the stored position back, so that no renewal writes
+         * an older one over it. */
+        c->holding = 0;
     }
     rewind_stream(c, "checkpoint not written");
+}
+
+/* Batches may end out of claim order (one with nothing to send ends at
+ * once, before the one in flight): each is found by its rows, and a
+ * position is stored only once every batch before it is settled too. */
+void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_batch *b)
+{
+    int k = -1;
+    for (int i = 0; i < c->q_len && k < 0; i++) {
+        int j = (c->q_head + i) % SC_BINLOG_INFLIGHT;
+        if (c->done_at[j].rows == b->rows && !c->done_at[j].settled)
+            k = j;
+    }
+    if (k < 0)
+        return; /* not queued: nothing of it may be stored */
+    c->done_at[k].settled = 1;
+    if (c->done_at[k].gen == c->gen)
+        for (int i = 0; i < b->n; i++) {
+            enum sc_relay_row_state st = b->rows[i].state;
+            if (st != SC_ROW_PUBLISHED && st != SC_ROW_FAILED) {
+                rewind_stream(c, sc_relay_row_state_name(st));
+                break;
+            }
+        }
+    store_settled(c);
 }

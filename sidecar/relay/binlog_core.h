@@ -77,7 +77,14 @@ struct sc_binlog_core {
     struct sc_binlog_pos from;   /* where the stream (re)starts: the stored checkpoint */
     char (*ids)[37];
     int n_ids;             /* ids read and not yet claimed (spill of the last rows event) */
-    struct { unsigned gen; struct sc_binlog_pos pos; } done_at[SC_BINLOG_INFLIGHT];
+    /* The batches claimed and not yet stored past, in claim order: what
+     * each may store, once it and every one before it are settled. */
+    struct {
+        unsigned gen;
+        const struct sc_relay_row *rows; /* which batch (its rows buffer) */
+        int settled;                     /* ended with every row PUBLISHED or FAILED */
+        struct sc_binlog_pos pos;
+    } done_at[SC_BINLOG_INFLIGHT];
     int q_head, q_len;
     unsigned gen;          /* bumped by every rewind: older batches store nothing */
     int gone;              /* the position is older than the oldest binary log: stop */
