@@ -6,7 +6,8 @@
  * which faults this run has until a time when they stop:
  *
  *  - the log: transactions of 1..N outbox inserts (in one or more rows
- *    events), committed in order, with other tables' transactions, DDL,
+ *    events, a SAVEPOINT between them), committed in order, with other
+ *    tables' transactions, DDL,
  *    rotations and the relay's own checkpoint writes between them; rolled
  *    back transactions are in the table for a while, never in the log;
  *  - faults: the stream cut at any event (inside a transaction too); a
@@ -22,8 +23,8 @@
  * Invariants, checked where the state changes and after every step:
  *
  *  - nothing rolled back is ever published;
- *  - a checkpoint written never passes a transaction that holds a row no
- *    broker confirmed (and that is not FAILED);
+ *  - a checkpoint written is a transaction's boundary, and never passes a
+ *    transaction that holds a row no broker confirmed (and is not FAILED);
  *  - the checkpoint never moves back while one relay holds the lease;
  *  - an aggregate's first publications follow commit order;
  *  - faults stop => every committed outbox row is published (a valid one,
@@ -54,7 +55,7 @@
 
 /* ---- the world ------------------------------------------------------------------ */
 
-enum ev_kind { EV_FORMAT, EV_ROTATE, EV_GTID, EV_BEGIN, EV_TABLE, EV_ROWS, EV_XID, EV_COMMIT, EV_DDL };
+enum ev_kind { EV_FORMAT, EV_ROTATE, EV_GTID, EV_BEGIN, EV_TABLE, EV_ROWS, EV_SAVEPOINT, EV_XID, EV_COMMIT, EV_DDL };
 
 struct ev {
     enum ev_kind kind;
@@ -63,7 +64,7 @@ struct ev {
     int tx;                      /* producer transaction, -1 for the relay's own writes */
     const char *table;           /* EV_TABLE, EV_ROWS */
     int row0, nrows;             /* EV_ROWS of outbox_event: rows[row0..row0+nrows) */
-    int starts;                  /* a stream may start here */
+    int starts;                  /* a stream may start here: a transaction's boundary */
     int standalone;              /* EV_GTID of a DDL */
     unsigned long long seq;      /* EV_GTID */
     int64_t at;                  /* a stream can read it from then on */
@@ -78,7 +79,7 @@ struct tx {
     int logged;
     int end_file;                /* where it ends in the log, once logged */
     unsigned long long end_pos;
-    int begin_query, commit_query;
+    int begin_query, commit_query, savepoint;
 };
 
 struct row {
@@ -115,6 +116,8 @@ struct relay {
     int db_open;
     int stream_open;
     int next_ev;                 /* the stream's next event */
+    int have_table;              /* outbox_event's TABLE_MAP seen in this file (binlog_stream.c's rule:
+                                    rows events without it are another table's) */
     struct sc_binlog_tx tx;
     struct conn amqp;
 };
@@ -242,7 +245,7 @@ static struct ev *append(struct world *w, enum ev_kind kind, int tx, unsigned si
 /* A new file: the rotate at the old one's end, its format description. */
 static void rotate(struct world *w)
 {
-    append(w, EV_ROTATE, -1, 40);
+    append(w, EV_ROTATE, -1, 40)->starts = 1;
     w->file++;
     w->pos = 4;
     append(w, EV_FORMAT, -1, 120)->starts = 1;
@@ -300,6 +303,8 @@ static void log_tx(struct world *w, int t)
             for (int k = 0; k < 2; k++) {
                 if (!parts[k])
                     continue;
+                if (k == 1 && x->savepoint) /* logged as a statement inside the transaction */
+                    append(w, EV_SAVEPOINT, t, 60);
                 append(w, EV_TABLE, t, 70)->table = "outbox_event";
                 struct ev *e = append(w, EV_ROWS, t, 30 + 200 * (unsigned)parts[k]);
                 e->table = "outbox_event";
@@ -367,6 +372,7 @@ static enum sc_binlog_open s_stream_open(void *io, const struct sc_binlog_pos *f
               start.pos, from->file, from->pos);
     }
     sc_binlog_tx_start(&r->tx, &start);
+    r->have_table = 0;
     r->next_ev = i;
     r->stream_open = 1;
     trace(w, "r%d   binlog: stream open at %s:%llu (event %d of %d)", r->idx, start.file, start.pos, i,
@@ -393,6 +399,7 @@ static void feed(struct relay *r, const struct ev *e, char (*ids)[37], int *n)
     case EV_ROTATE:
         file_name(e->file + 1, name, sizeof name);
         sc_binlog_tx_rotate(&r->tx, name, strlen(name), 4);
+        r->have_table = 0;
         break;
     case EV_GTID:
         snprintf(gt, sizeof gt, "0-1-%llu", e->seq);
@@ -404,6 +411,9 @@ static void feed(struct relay *r, const struct ev *e, char (*ids)[37], int *n)
     case EV_COMMIT:
         sc_binlog_tx_query(&r->tx, "COMMIT", 6, e->next, 0);
         break;
+    case EV_SAVEPOINT:
+        sc_binlog_tx_query(&r->tx, "SAVEPOINT `sp1`", 15, e->next, 0);
+        break;
     case EV_DDL:
         sc_binlog_tx_query(&r->tx, "ALTER TABLE orders ADD COLUMN x INT", 35, e->next, 0);
         break;
@@ -412,9 +422,10 @@ static void feed(struct relay *r, const struct ev *e, char (*ids)[37], int *n)
         break;
     case EV_TABLE:
         sc_binlog_tx_table(&r->tx, e->table);
+        r->have_table |= strcmp(e->table, "outbox_event") == 0;
         break;
     case EV_ROWS:
-        if (strcmp(e->table, "outbox_event") == 0)
+        if (strcmp(e->table, "outbox_event") == 0 && r->have_table)
             for (int k = 0; k < e->nrows; k++)
                 snprintf(ids[(*n)++], 37, "%s", w->rows[e->row0 + k].id);
         break;
@@ -542,7 +553,15 @@ static int s_read_rows(void *io, char (*ids)[37], int n, char *status, struct sc
  * the broker has not confirmed (or that is not FAILED). */
 static void check_store(struct world *w, struct relay *r, const struct sc_binlog_pos *p)
 {
-    int f = file_of(p->file);
+    /* no position yet, the log's end, or where a stream may start */
+    int f = file_of(p->file), boundary = !p->file[0] || (f == w->file && p->pos == w->pos);
+    for (int i = 0; i < w->n_log && !boundary; i++)
+        boundary = w->log[i].starts && w->log[i].file == f && w->log[i].pos == p->pos;
+    if (!boundary) {
+        violation(w, "relay %d stored the checkpoint %s:%llu, inside a transaction: no stream may start "
+                  "there (its rows events would lack their GTID and, cut further on, their table map)", r->idx, p->file, p->pos);
+        return;
+    }
     for (int i = 0; i < w->n_rows; i++) {
         const struct row *x = &w->rows[i];
         const struct tx *t = &w->txs[x->tx];
@@ -1038,6 +1057,7 @@ static int setup(struct world *w, uint64_t seed, int verbose)
         x->kind = pick < 65 ? TX_OUTBOX : pick < 78 ? TX_OTHER : pick < 85 ? TX_DDL : TX_ROLLBACK;
         x->begin_query = chance(w, 0.3);
         x->commit_query = chance(w, 0.2);
+        x->savepoint = chance(w, 0.3);
         if (x->kind != TX_OUTBOX && x->kind != TX_ROLLBACK)
             continue;
         int big = chance(w, 0.1);
