@@ -4,39 +4,25 @@
  * writes the checkpoint (binlog_checkpoint.c) instead of marking its rows;
  * any row of a batch that is not settled (nacked, unconfirmed, unsent)
  * sends the stream back to the checkpoint, so it is published again and
- * nothing after it is ever stored as done. */
+ * nothing after it is ever stored as done. Those decisions are
+ * binlog_core.c's; this file is its ops over MariaDB. */
 #ifndef SC_BINLOG_SOURCE_H
 #define SC_BINLOG_SOURCE_H
 
 #include "binlog_checkpoint.h"
+#include "binlog_core.h"
 #include "binlog_stream.h"
 #include "metrics.h"
 #include "relay_core.h"
-
-#define SC_BINLOG_INFLIGHT 4 /* batches claimed and not done: the core holds two */
-/* Room past the batch for the rest of one rows event (about 8 KiB of rows
- * of at least ~80 bytes each). */
-#define SC_BINLOG_SPILL 512
 
 struct sc_binlog_source {
     const struct sc_config *cfg;
     const char *worker_id;
     unsigned server_id;
-    int batch, lease_ms, wait_ms;
     struct sc_db db; /* read-back, FAILED marks, checkpoint */
     struct sc_binlog_stream stream;
     struct sc_binlog_ckpt ckpt;
-    int holding;          /* this relay holds the checkpoint's lease */
-    int64_t renew_at;     /* renew the lease then */
-    int64_t idle_store_at; /* an idle relay's next position write, at the earliest */
-    struct sc_binlog_pos from; /* where the stream (re)starts: the stored checkpoint */
-    char (*ids)[37];
-    int n_ids;            /* ids read and not yet claimed (spill of the last rows event) */
-    struct { unsigned gen; struct sc_binlog_pos pos; } done_at[SC_BINLOG_INFLIGHT];
-    int q_head, q_len;
-    unsigned gen;         /* bumped by every rewind: older batches store nothing */
-    int gone;             /* the position is older than the oldest binary log: stop */
-    unsigned long long missing, rewinds, checkpoints;
+    struct sc_binlog_core core; /* the decisions (binlog_core.c) */
     struct sc_relay_metrics *m; /* the lag gauges; NULL in tests */
     int64_t lag_at;             /* the next lag measurement */
 };

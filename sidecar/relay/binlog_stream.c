@@ -126,11 +126,8 @@ enum sc_binlog_open sc_binlog_stream_open(struct sc_binlog_stream *s, const stru
         e->cls = SC_DBERR_FAILURE;
         goto fail;
     }
-    snprintf(s->file, sizeof s->file, "%s", start.file);
-    s->committed = start;
+    sc_binlog_tx_start(&s->tx, &start);
     s->have_table = 0;
-    s->in_tx = s->standalone = 0;
-    s->pending_gtid[0] = 0;
     return SC_BINLOG_OPENED;
 fail:
     sc_binlog_stream_close(s);
@@ -180,17 +177,6 @@ static int on_key(void *ctx, const char *v, size_t n)
     return 0;
 }
 
-/* The transaction ends after this event: the next position is a place a
- * stream can start from. */
-static void boundary(struct sc_binlog_stream *s, const MARIADB_RPL_EVENT *ev)
-{
-    snprintf(s->committed.file, sizeof s->committed.file, "%s", s->file);
-    s->committed.pos = ev->next_event_pos;
-    snprintf(s->committed.gtid, sizeof s->committed.gtid, "%s", s->pending_gtid);
-    s->committed.when = ev->timestamp;
-    s->in_tx = s->standalone = 0;
-}
-
 static int fail(struct sc_binlog_stream *s, const char *what)
 {
     snprintf(s->err, sizeof s->err, "%s", what);
@@ -217,35 +203,23 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
         unsigned long long at = 0;
         for (int i = 7; i >= 0; i--)
             at = at << 8 | body[i];
-        snprintf(s->file, sizeof s->file, "%.*s", (int)(len - 8), (const char *)body + 8);
+        sc_binlog_tx_rotate(&s->tx, (const char *)body + 8, len - 8, at);
         s->have_table = 0; /* a new file: its transactions map their tables again */
-        if (!s->in_tx) { /* the next file's first event is a place to start from */
-            snprintf(s->committed.file, sizeof s->committed.file, "%s", s->file);
-            s->committed.pos = at;
-        }
         return 0;
     }
-    case GTID_EVENT:
-        snprintf(s->pending_gtid, sizeof s->pending_gtid, "%u-%u-%llu", ev->event.gtid.domain_id,
-                 ev->server_id, (unsigned long long)ev->event.gtid.sequence_nr);
-        s->standalone = (ev->event.gtid.flags & FL_STANDALONE) != 0;
-        s->in_tx = !s->standalone;
+    case GTID_EVENT: {
+        char gtid[SC_BINLOG_GTID_MAX + 1];
+        snprintf(gtid, sizeof gtid, "%u-%u-%llu", ev->event.gtid.domain_id, ev->server_id,
+                 (unsigned long long)ev->event.gtid.sequence_nr);
+        sc_binlog_tx_gtid(&s->tx, gtid, (ev->event.gtid.flags & FL_STANDALONE) != 0);
         return 0;
+    }
     case XID_EVENT:
-        boundary(s, ev);
+        sc_binlog_tx_xid(&s->tx, ev->next_event_pos, ev->timestamp);
         return 0;
     case QUERY_EVENT: {
         const MARIADB_STRING *q = &ev->event.query.statement;
-        if (q->length == 5 && strncmp(q->str, "BEGIN", 5) == 0) {
-            s->in_tx = 1;
-            return 0;
-        }
-        if (!(q->length == 6 && strncmp(q->str, "COMMIT", 6) == 0))
-            s->foreign = 1;
-        /* COMMIT, a DDL statement (standalone), or a statement outside any
-         * transaction: its group ends here. */
-        if (!s->in_tx || s->standalone || (q->length == 6 && strncmp(q->str, "COMMIT", 6) == 0))
-            boundary(s, ev);
+        sc_binlog_tx_query(&s->tx, q->str, q->length, ev->next_event_pos, ev->timestamp);
         return 0;
     }
     case TABLE_MAP_EVENT: {
@@ -258,8 +232,7 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
                                                    : "a TABLE_MAP event could not be decoded: impossible value");
         /* Ids are reused after a restart and by other tables: only the
          * latest map of an id counts. */
-        if (strcmp(t.name, "relay_checkpoint") != 0)
-            s->foreign = 1;
+        sc_binlog_tx_table(&s->tx, t.name);
         if (strcmp(t.db, s->schema) == 0 && strcmp(t.name, "outbox_event") == 0) {
             s->table = t;
             s->have_table = 1;
@@ -285,7 +258,7 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
                                                        s->key_col, on_key, k);
         if (d != SC_BINLOG_OK) {
             snprintf(s->err, sizeof s->err, "an outbox_event WRITE_ROWS event at %s:%u could not be "
-                     "decoded: %s", s->file, ev->next_event_pos, sc_binlog_decode_name(d));
+                     "decoded: %s", s->tx.file, ev->next_event_pos, sc_binlog_decode_name(d));
             sc_binlog_stream_close(s);
             return -1;
         }

@@ -1,8 +1,7 @@
 /* The binlog relay's replication connection: COM_BINLOG_DUMP from a
  * position, the events framed by libmariadb (mariadb_rpl_fetch), the row
  * events of outbox_event decoded here (binlog_rows.c), and the position
- * after the last complete transaction: the only place a checkpoint may
- * point to, since a stream cannot start inside a transaction. */
+ * after the last complete transaction (binlog_tx.c). */
 #ifndef SC_BINLOG_STREAM_H
 #define SC_BINLOG_STREAM_H
 
@@ -10,18 +9,10 @@
 #include <mariadb_rpl.h>
 #include <stdint.h>
 
+#include "binlog_core.h"
 #include "binlog_rows.h"
+#include "binlog_tx.h"
 #include "io/db.h"
-
-#define SC_BINLOG_FILE_MAX 255
-#define SC_BINLOG_GTID_MAX 64
-
-struct sc_binlog_pos {
-    char file[SC_BINLOG_FILE_MAX + 1]; /* empty: no position */
-    unsigned long long pos;
-    char gtid[SC_BINLOG_GTID_MAX + 1]; /* MariaDB domain-server-seq of that transaction, or empty */
-    unsigned when;                     /* its commit time (the event's timestamp), 0 unknown */
-};
 
 struct sc_binlog_stream {
     struct sc_db db;
@@ -32,21 +23,11 @@ struct sc_binlog_stream {
     int checksum;                   /* every event ends in a CRC32 */
     struct sc_binlog_table table;   /* outbox_event's last TABLE_MAP */
     int have_table;
-    char file[SC_BINLOG_FILE_MAX + 1]; /* the file being read */
-    struct sc_binlog_pos committed; /* after the last complete transaction read */
-    char pending_gtid[SC_BINLOG_GTID_MAX + 1];
-    int in_tx, standalone;
-    int foreign; /* read an event of another table than relay_checkpoint, or a statement:
-                    worth an idle checkpoint (its own writes are not) */
+    struct sc_binlog_tx tx;         /* where it stands */
     unsigned long long rows_seen, bytes_read;
     char err[512];
 };
 
-enum sc_binlog_open {
-    SC_BINLOG_OPENED = 0,
-    SC_BINLOG_OPEN_FAILED, /* e says why; try again later */
-    SC_BINLOG_GONE,        /* the position is older than the oldest binary log: never skip */
-};
 
 /* Connects and starts the dump at from (or, when from->file is empty, at
  * the oldest binary log there is). */

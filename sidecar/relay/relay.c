@@ -280,10 +280,10 @@ int sc_relay_run(const struct sc_config *cfg)
             worker_id, atomic_load(&m.published), atomic_load(&m.lease_lost),
             atomic_load(&m.returned), atomic_load(&m.nacked), atomic_load(&m.unconfirmed),
             atomic_load(&m.batches));
-    int gone = io.binlog.gone;
+    int gone = io.binlog.core.gone;
     if (sc_relay_binlog(rc))
         sc_info("relay %s: binlog source: %llu checkpoints, %llu rewinds, %llu rows deleted before "
-                "they were read", worker_id, io.binlog.checkpoints, io.binlog.rewinds, io.binlog.missing);
+                "they were read", worker_id, io.binlog.core.checkpoints, io.binlog.core.rewinds, io.binlog.core.missing);
     sc_otel_stop();
     sc_http_stop(http);
     sc_amqp_close(&io.amqp);
