@@ -230,6 +230,7 @@ int sc_relay_run(const struct sc_config *cfg)
         .per_aggregate = sc_relay_per_aggregate(rc),
         .max_message_bytes = rc->max_message_bytes,
         .claim_waits = sc_relay_binlog(rc),
+        .checkpointed = sc_relay_binlog(rc),
     };
     struct sc_relay_core core;
     const struct sc_relay_ops *ops = sc_relay_binlog(rc) ? &binlog_ops : &relay_ops;

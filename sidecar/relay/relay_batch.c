@@ -435,8 +435,12 @@ static int mark_acked(struct sc_relay_core *c, struct sc_relay_batch *b)
         return 0;
     SC_FAULT("relay.after_confirm");
     if (!c->ops->db_is_open(c->io)) {
-        sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
-                "they are published again after their lease", n);
+        if (c->p.checkpointed)
+            sc_warn("relay: the checkpoint past %d confirmed rows cannot be stored (no database "
+                    "connection); they are published again from the last checkpoint", n);
+        else
+            sc_warn("relay: %d confirmed rows cannot be marked PUBLISHED (no database connection); "
+                    "they are published again after their lease", n);
         for (int i = 0; i < n; i++)
             row_to(c, acked[i], SC_ROW_LEFT, NULL);
         return n;

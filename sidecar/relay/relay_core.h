@@ -163,6 +163,7 @@ struct sc_relay_params {
     int per_aggregate; /* relay.ordering per_aggregate: the claim takes aggregate heads only */
     int max_message_bytes; /* relay.max_message_bytes: a larger body is FAILED, never sent */
     int claim_waits;  /* the claim itself waits up to poll_ms for rows (binlog): no idle wait */
+    int checkpointed; /* binlog: progress is a stored position; rows are never marked */
 };
 
 struct sc_relay_core {
