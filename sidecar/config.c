@@ -95,7 +95,7 @@ static const struct field mysql_fields[] = {
      .help = "`mysql://user:pass@host:port/database[?socket=/path]` (user and password percent-encoded), or an array of them (cluster nodes, tried in turn)"},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
      .max = 3600, .def_int = 5,
-     .help = "session `innodb_lock_wait_timeout`, at most `amqp.heartbeat_s`; reads time out at this + 30 s"},
+     .help = "session `innodb_lock_wait_timeout` and `lock_wait_timeout` (metadata locks), at most `amqp.heartbeat_s`; reads time out at this + 30 s"},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
      .max = 600, .def_int = 5,
      .help = "connect bound"},

@@ -155,6 +155,7 @@ static inline int sc_handler_error_is_transient(unsigned code)
     case 1290: /* ER_OPTION_PREVENTS_STATEMENT (--read-only) */
     case 1036: /* ER_OPEN_AS_READONLY (innodb_read_only) */
     case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
+    case 3989: /* ER_SCHEMA_READ_ONLY (MySQL 8: ALTER SCHEMA ... READ ONLY) */
     case 1836: /* ER_READ_ONLY_MODE */
     case 1047: /* ER_UNKNOWN_COM_ERROR (Galera: node not ready) */
         return 1;

@@ -135,11 +135,14 @@ static struct txn_end run_ladder(struct worker *w, struct item *items, int n)
 static enum next hold(struct worker *w, struct item *items, int n, const struct txn_end *t)
 {
     const char *culprit = t->culprit >= 0 ? items[t->culprit].ev.ev.id : "";
-    /* A node that cannot take writes is never the delivery's fault, however
-     * often a fresh session meets it (a Galera node outside the primary
-     * component answers the read-only probe as writable). */
+    /* A node that cannot take writes, or a claim that waited out a lock,
+     * is never the delivery's fault, however often a fresh session meets
+     * it (a Galera node outside the primary component answers the
+     * read-only probe as writable; a table lock lasts as long as it is
+     * held). */
     int not_writable = t->cause.cls == SC_DBERR_NOT_WRITABLE;
-    if (not_writable)
+    int locked = t->cause.cls == SC_DBERR_LOCK_WAIT;
+    if (not_writable || locked)
         culprit = "";
     if (w->holding && culprit[0] && strcmp(culprit, w->hold_culprit) == 0) {
         struct item *it = &items[t->culprit];
@@ -158,7 +161,7 @@ static enum next hold(struct worker *w, struct item *items, int n, const struct 
             w->hold_one_by_one = 1;
         sc_log(SC_LOG_WARN, &items[0].lf, "database %s during a batch of %d (error %u: %s): "
                "holding the batch while the session is made again",
-               t->cause.cls == SC_DBERR_NOT_WRITABLE ? "cannot take writes" : "session lost", n,
+               not_writable ? "cannot take writes" : locked ? "locked" : "session lost", n,
                t->cause.code, t->cause.msg);
     }
     w->hold_cause = t->cause;

@@ -442,6 +442,15 @@ static void run_per_delivery(struct run *r)
                 ended(r, after_error(&e), i, &e);
                 return;
             }
+            /* With tenants, the claim's own lock wait is the tenant's
+             * database locked (LOCK TABLES, a backup's read lock, DDL), not
+             * the delivery's fault: the tenant counts as down, its
+             * deliveries wait in hand and spend no attempt, the other
+             * tenants go on. With one database the ladder retries it. */
+            if (e.cls == SC_DBERR_LOCK_WAIT && w->tenant) {
+                ended(r, TXN_OUTAGE, i, &e);
+                return;
+            }
             /* Any other error, 1062 on another key included, is a failure.
              * Logged here, where the error is known: the outcome line comes
              * later and not on every path. */

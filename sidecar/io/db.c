@@ -91,9 +91,13 @@ static int connect_one(struct sc_db *db, const struct sc_config *cfg, const char
     char sql[200];
     /* lc_messages: a duplicate is recognised by the key name in the English
      * text of error 1062; a server set to another language must not turn
-     * every duplicate into a failure. */
-    snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d, time_zone = '+00:00', "
-             "lc_messages = 'en_US'", cfg->mysql_lock_wait_timeout_s);
+     * every duplicate into a failure. lock_wait_timeout bounds a wait for a
+     * table's metadata lock (LOCK TABLES, DDL) as innodb_lock_wait_timeout
+     * bounds a row lock's: its default is a day or a year, and the session
+     * would otherwise sit until its read timeout. */
+    snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d, lock_wait_timeout = %d, "
+             "time_zone = '+00:00', lc_messages = 'en_US'", cfg->mysql_lock_wait_timeout_s,
+             cfg->mysql_lock_wait_timeout_s);
     if (sc_db_query(db, sql, e) || mysql_autocommit(db->conn, 0)) {
         if (!e->code)
             sc_db_last_error(db, e);

@@ -65,6 +65,8 @@ enum sc_db_error_class sc_db_classify(unsigned err, const char *msg)
         return !msg || !msg[0] || strstr(msg, "read-only") || strstr(msg, "read_only")
                    ? SC_DBERR_NOT_WRITABLE
                    : SC_DBERR_FAILURE;
+    case 3989: /* ER_SCHEMA_READ_ONLY (MySQL 8.0.22+): this database is
+                  read only (ALTER SCHEMA ... READ ONLY), the server is not */
     case 1792: /* ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION */
     case 1836: /* ER_READ_ONLY_MODE */
     case 1036: /* ER_OPEN_AS_READONLY: what a write on an innodb_read_only server

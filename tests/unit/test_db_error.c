@@ -88,6 +88,8 @@ int main(void)
            "classify: 1836 read-only mode is not writable");
     is_int(sc_db_classify(1792, "Cannot execute statement in a READ ONLY transaction."),
            SC_DBERR_NOT_WRITABLE, "classify: 1792 read-only transaction is not writable");
+    is_int(sc_db_classify(3989, "Schema 'app_t1' is in read only mode."), SC_DBERR_NOT_WRITABLE,
+           "classify: 3989 a read-only schema (MySQL) is not writable");
     is_int(sc_db_classify(1047, "WSREP has not yet prepared node for application use"),
            SC_DBERR_NOT_WRITABLE, "classify: 1047 on a Galera non-primary node is not writable");
     is_int(sc_db_classify(1047, "Unknown command"), SC_DBERR_FAILURE,
