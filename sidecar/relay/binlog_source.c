@@ -84,19 +84,26 @@ static int op_read_rows(void *io, char (*ids)[37], int n, char *status, struct s
     if (!res)
         return -1;
     MYSQL_ROW row;
+    int oom = 0;
     while ((row = mysql_fetch_row(res))) {
         for (int i = 0; i < n; i++) {
             if (status[i] || !row[0] || strcmp(row[0], ids[i]) != 0)
                 continue;
             status[i] = row[9] && strcmp(row[9], "PENDING") == 0 ? 1 : 2;
-            if (status[i] != 1)
-                break;
-            /* an allocation failure leaves NULL fields, as before */
-            (void)sc_relay_row_take(&got[i], row);
+            if (status[i] == 1)
+                oom |= sc_relay_row_take(&got[i], row);
             break;
         }
     }
     mysql_free_result(res);
+    if (oom) {
+        /* A row with fields missing must not be published: the read fails
+         * and the core reads the batch again after a rewind. */
+        sc_db_rollback(&s->db, &(struct sc_db_err){0});
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory reading outbox rows back");
+        return -1;
+    }
     return sc_db_commit(&s->db, e) ? -1 : asked;
 }
 
