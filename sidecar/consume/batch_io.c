@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "consume/republish.h"
+#include "consume/tenant_pool.h"
 #include "consume/worker.h"
 
 static int exec_(struct worker *w, const char *sql, struct sc_db_err *e)
@@ -131,6 +132,9 @@ static int publish_retry(struct worker *w, const struct item *it, int delay_ms, 
 
 static int ack(struct worker *w, uint64_t tag, int multiple)
 {
+    /* With tenants each delivery is acked alone, at the end of its round. */
+    if (w->tenant && !multiple && sc_tenant_ack_defer(w, tag) == 0)
+        return 0;
     return sc_amqp_ack(&w->in, tag, multiple);
 }
 

@@ -416,6 +416,10 @@ long sc_consume_tenants(struct worker *w)
             sc_batch_release(w);
             a = b;
         }
+        if (sc_tenant_ack_flush(w)) {
+            sc_log(SC_LOG_WARN, &lf, "acks could not be sent; the broker will redeliver");
+            next = NEXT_RESET;
+        }
         for (int j = 0; j < g.n; j++)
             if (!g.kept[j])
                 amqp_destroy_envelope(&w->dls[j].env);
@@ -433,6 +437,8 @@ long sc_consume_tenants(struct worker *w)
         }
     }
     memset(&w->db, 0, sizeof w->db); /* every session is the pool's */
+    if (w->tenant)
+        (void)sc_tenant_ack_flush(w); /* what was committed: repeats otherwise */
     sc_tenant_worker_free(w);
     gathered_free(&g);
     return handled;

@@ -39,6 +39,13 @@ int sc_tenant_worker_init(struct worker *w, int total_workers)
         free(t);
         return -1;
     }
+    t->acks_cap = sc_tenant_in_hand(k);
+    if (!(t->acks = calloc((size_t)t->acks_cap, sizeof *t->acks))) {
+        free(t->parked);
+        regfree(&t->names);
+        free(t);
+        return -1;
+    }
     t->group_round = 1;
     w->tenant = t;
     w->ack_each = 1;
@@ -66,6 +73,7 @@ void sc_tenant_worker_free(struct worker *w)
     for (int i = 0; i < t->n_parked; i++)
         amqp_destroy_envelope(&t->parked[i].env);
     free(t->parked);
+    free(t->acks);
     free(t->sessions);
     regfree(&t->names);
     free(t);
@@ -171,6 +179,32 @@ void sc_tenant_leave(struct worker *w, int i, int lost, const struct sc_db_err *
     }
     memset(&w->db, 0, sizeof w->db);
     s->last_use_ms = sc_now_ms();
+}
+
+int sc_tenant_ack_defer(struct worker *w, uint64_t tag)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    if (t->n_acks >= t->acks_cap)
+        return -1;
+    t->acks[t->n_acks++] = tag;
+    return 0;
+}
+
+static int tag_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int sc_tenant_ack_flush(struct worker *w)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    int n = t->n_acks, failed = 0;
+    t->n_acks = 0;
+    qsort(t->acks, (size_t)n, sizeof *t->acks, tag_cmp);
+    for (int i = 0; i < n && !failed; i++)
+        failed = sc_amqp_ack(&w->in, t->acks[i], 0) != 0;
+    return failed ? -1 : 0;
 }
 
 static int parked_refs(const struct sc_tenant_worker *t, int i)

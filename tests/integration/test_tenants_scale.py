@@ -6,9 +6,8 @@ tenant's batch takes its share of what is in hand); throughput of each and
 their ratio, transactions per run, the consumer's RSS with one tenant
 session open and with 200 (per open session), and the exact effects.
 The ratio is reported and checked against SC_TENANTS_MIN_RATIO (default
-0.1: a floor against regressions, under the 0.23-0.46 measured on 2
-shared cores, 0.27 on MariaDB 11.8; not the issue's target of 0.8, which
-is not met: docs/performance.md)."""
+0.4: 0.64-0.94 measured on 2 shared cores with the acks of a round sent in
+tag order, 0.07-0.09 with them sent tenant by tenant; docs/performance.md)."""
 import json
 
 from harness import *
@@ -18,7 +17,7 @@ N = int(os.environ.get("SC_TENANTS_EVENTS", "10000"))
 T = int(os.environ.get("SC_TENANTS_COUNT", "200"))
 PREFETCH = int(os.environ.get("SC_TENANTS_PREFETCH", "16384"))
 WORKERS = int(os.environ.get("SC_TENANTS_WORKERS", "1"))
-MIN_RATIO = float(os.environ.get("SC_TENANTS_MIN_RATIO", "0.1"))
+MIN_RATIO = float(os.environ.get("SC_TENANTS_MIN_RATIO", "0.4"))
 sfx = suffix()
 tenants = [f"s{i:03d}_{sfx}" for i in range(T)]
 t0 = time.time()
