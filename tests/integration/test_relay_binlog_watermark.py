@@ -11,8 +11,9 @@ binlog role:
 3. the relay's sidecar_relay_pending / oldest_pending_age gauges and the
    console's sidecar_outbox_oldest_pending_age_seconds and PENDING count go
    back to 0 after the drain;
-4. inspect says PUBLISHED (binlog relay: checkpoint watermark W) for a
-   published row, PENDING for one created after W;
+4. inspect (and inspect --aggregate) says PUBLISHED (binlog relay:
+   checkpoint watermark W) for a published row, PENDING for one created
+   after W;
 5. purge deletes the published rows (past the retention) and never one at or
    after W."""
 import re
@@ -167,6 +168,12 @@ try:
     rc, out = admin_cmd(["inspect", late[0]])
     ok(rc == 0 and "outbox:   PENDING (type ORDER_ACCEPTED" in out,
        "inspect: a row created after W is PENDING", out)
+    rc, out = admin_cmd(["inspect", "--aggregate", "ORDER", "1000"])
+    lines = [l for l in out.splitlines() if " ORDER_ACCEPTED v1 " in l]
+    ok(rc == 0 and len(lines) == 4 and
+       sum(l.endswith(f"PUBLISHED (binlog relay: checkpoint watermark {w_text})") for l in lines) == 3 and
+       late[0] in lines[-1] and lines[-1].endswith("PENDING"),
+       "inspect --aggregate: the 3 published events PUBLISHED (binlog relay: ...), the one after W PENDING", out)
     ok(wait_until(lambda: pending() == 1, timeout=15), f"and the console counts it PENDING ({pending()})")
     con.terminate()
     con.wait(20)
