@@ -139,12 +139,11 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         ids[r] = sc_rows_get(&rows, r, 0);
     /* relay.source "binlog" leaves published rows PENDING: those created
      * before the checkpoint's watermark are published (as in inspect). */
-    char w[SC_DB_WATERMARK_LEN], w_iso[SC_DB_WATERMARK_LEN + 2];
-    if (sc_db_outbox_watermark(db, w, sizeof w, e) < 0) {
+    char w[SC_DB_WATERMARK_LEN + 2];
+    if (sc_db_outbox_watermark_iso(db, w, sizeof w, e) < 0) {
         sc_rows_free(&rows);
         return NULL;
     }
-    snprintf(w_iso, sizeof w_iso, "%.10sT%sZ", w, w[0] ? w + 11 : "");
     json_t *kept = NULL;
     json_t *consumed = sc_consumption_json(db, cfg, names, ids, (int)n, &kept, e);
     if (!consumed) {
@@ -157,11 +156,11 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         json_object_set_new(ev, "event_id", sc_cell_text(&rows, r, "event_id"));
         json_object_set_new(ev, "event_type", sc_cell_text(&rows, r, "event_type"));
         json_object_set_new(ev, "event_version", sc_cell_int(&rows, r, "event_version"));
-        const char *st = sc_rows_get(&rows, r, 3), *raw = sc_rows_get(&rows, r, 9);
-        if (w[0] && st && raw && strcmp(st, "PENDING") == 0 && strcmp(raw, w) < 0) {
+        const char *st = sc_rows_get(&rows, r, 3), *created = sc_rows_get(&rows, r, 4);
+        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0) {
             json_object_set_new(ev, "status", json_string("PUBLISHED"));
             json_object_set_new(ev, "stored_status", json_string("PENDING"));
-            json_object_set_new(ev, "binlog_watermark", json_string(w_iso));
+            json_object_set_new(ev, "binlog_watermark", json_string(w));
         } else {
             json_object_set_new(ev, "status", sc_cell_text(&rows, r, "status"));
         }

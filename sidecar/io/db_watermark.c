@@ -24,3 +24,14 @@ int sc_db_outbox_watermark(struct sc_db *db, char *out, size_t len, struct sc_db
     mysql_free_result(res);
     return out[0] ? 1 : 0;
 }
+
+int sc_db_outbox_watermark_iso(struct sc_db *db, char *out, size_t len, struct sc_db_err *e)
+{
+    char w[SC_DB_WATERMARK_LEN];
+    int rc = sc_db_outbox_watermark(db, w, sizeof w, e);
+    if (rc == 1)
+        snprintf(out, len, "%.10sT%sZ", w, w + 11);
+    else
+        out[0] = 0;
+    return rc;
+}

@@ -17,4 +17,8 @@
  * NULL: every PENDING row is then pending, as before 014), -1 with e. */
 int sc_db_outbox_watermark(struct sc_db *db, char *out, size_t len, struct sc_db_err *e);
 
+/* The same as "YYYY-MM-DDTHH:MM:SS.ffffffZ", the reports' form of a time
+ * (which compares as text with created_at in that form). */
+int sc_db_outbox_watermark_iso(struct sc_db *db, char *out, size_t len, struct sc_db_err *e);
+
 #endif

@@ -175,6 +175,17 @@ try:
        late[0] in lines[-1] and lines[-1].endswith("PENDING"),
        "inspect --aggregate: the 3 published events PUBLISHED (binlog relay: ...), the one after W PENDING", out)
     ok(wait_until(lambda: pending() == 1, timeout=15), f"and the console counts it PENDING ({pending()})")
+    import urllib.request
+
+    def console_event(eid):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/event?id={eid}", timeout=10) as resp:
+            return json.loads(resp.read().decode()).get("outbox") or {}
+    ev, ev_late = console_event(slow[0]), console_event(late[0])
+    ok(ev.get("status") == "PUBLISHED" and ev.get("stored_status") == "PENDING" and
+       ev.get("binlog_watermark") == w_text and ev_late.get("status") == "PENDING" and
+       "stored_status" not in ev_late,
+       f"the console's event search: the same ({ev.get('status')}, {ev.get('stored_status')}; "
+       f"{ev_late.get('status')})")
     con.terminate()
     con.wait(20)
     rc, out = admin_cmd(["purge", "--older-than", "1h", "--force"])
