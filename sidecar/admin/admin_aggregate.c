@@ -7,6 +7,7 @@
 
 #include "admin_rows.h"
 #include "io/db_rows.h"
+#include "io/db_watermark.h"
 
 #define NAMES_MAX 100
 
@@ -136,6 +137,13 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
     const char *ids[SC_AGGREGATE_PAGE_MAX];
     for (size_t r = 0; r < n; r++)
         ids[r] = sc_rows_get(&rows, r, 0);
+    /* relay.source "binlog" leaves published rows PENDING: those created
+     * before the checkpoint's watermark are published (as in inspect). */
+    char w[SC_DB_WATERMARK_LEN + 2];
+    if (sc_db_outbox_watermark_iso(db, w, sizeof w, e) < 0) {
+        sc_rows_free(&rows);
+        return NULL;
+    }
     json_t *kept = NULL;
     json_t *consumed = sc_consumption_json(db, cfg, names, ids, (int)n, &kept, e);
     if (!consumed) {
@@ -148,7 +156,14 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         json_object_set_new(ev, "event_id", sc_cell_text(&rows, r, "event_id"));
         json_object_set_new(ev, "event_type", sc_cell_text(&rows, r, "event_type"));
         json_object_set_new(ev, "event_version", sc_cell_int(&rows, r, "event_version"));
-        json_object_set_new(ev, "status", sc_cell_text(&rows, r, "status"));
+        const char *st = sc_rows_get(&rows, r, 3), *created = sc_rows_get(&rows, r, 4);
+        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0) {
+            json_object_set_new(ev, "status", json_string("PUBLISHED"));
+            json_object_set_new(ev, "stored_status", json_string("PENDING"));
+            json_object_set_new(ev, "binlog_watermark", json_string(w));
+        } else {
+            json_object_set_new(ev, "status", sc_cell_text(&rows, r, "status"));
+        }
         json_object_set_new(ev, "created_at", sc_cell_text(&rows, r, "created"));
         json_object_set_new(ev, "published_at", sc_cell_text(&rows, r, "published"));
         json_object_set_new(ev, "publish_attempts", sc_cell_int(&rows, r, "publish_attempts"));
@@ -179,6 +194,8 @@ static void print_event(const json_t *ev)
            json_string_value(json_object_get(ev, "event_type")),
            (long long)json_integer_value(json_object_get(ev, "event_version")),
            json_string_value(json_object_get(ev, "status")));
+    if (json_is_string(json_object_get(ev, "binlog_watermark")))
+        printf(" (binlog relay: checkpoint watermark %s)", json_string_value(json_object_get(ev, "binlog_watermark")));
     if (json_is_string(json_object_get(ev, "lease_owner")))
         printf(" (lease %s until %s)", json_string_value(json_object_get(ev, "lease_owner")),
                json_string_value(json_object_get(ev, "lease_until")));

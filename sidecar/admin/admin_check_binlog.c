@@ -1,7 +1,7 @@
 /* `sidecar check` with relay.source "binlog": what the reader needs of the
  * server (the binary log on, ROW events with every column, uncompressed),
- * a replica id nobody else uses, the replication grants
- * (sql/grants/relay_binlog.sql), and a checkpoint the server can still
+ * a replica id nobody else uses, the replication grants and PROCESS (the
+ * watermark's sample; sql/grants/relay_binlog.sql), and a checkpoint the server can still
  * serve, with the retention left against the relay's lag. */
 #include <mysql.h>
 #include <stdio.h>
@@ -93,6 +93,19 @@ int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg)
         rc |= refuse("the user lacks REPLICATION SLAVE ON *.* (sql/grants/relay_binlog.sql)");
     if (!granted(db, "REPLICATION CLIENT", "BINLOG MONITOR"))
         rc |= refuse("the user lacks REPLICATION CLIENT (BINLOG MONITOR) ON *.* (sql/grants/relay_binlog.sql)");
+    if (!granted(db, "PROCESS", NULL))
+        rc |= refuse("the user lacks PROCESS ON *.* (sql/grants/relay_binlog.sql): without it the "
+                     "checkpoint's watermark is never sampled, and every row it publishes stays "
+                     "pending to the outbox gauges, inspect and purge");
+    if (mysql_query(db->conn, "SELECT published_created_before FROM relay_checkpoint LIMIT 0") == 0) {
+        MYSQL_RES *res = mysql_store_result(db->conn);
+        if (res)
+            mysql_free_result(res);
+    } else if (mysql_errno(db->conn) == 1054) {
+        printf("mysql: relay binlog: relay_checkpoint has no watermark column: apply "
+               "sql/schema/014_relay_checkpoint_watermark.sql, or the outbox gauges, inspect and "
+               "purge see every row the relay publishes as PENDING\n");
+    }
     char file[300], lag[64], keep[64];
     if (one(db, "SELECT binlog_file FROM relay_checkpoint WHERE outbox = 'outbox_event'", file,
             sizeof file) == 0 && file[0]) {

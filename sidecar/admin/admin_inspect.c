@@ -28,8 +28,11 @@ __attribute__((format(printf, 3, 4))) static MYSQL_RES *select_by_id(struct sc_d
     return sc_db_select(db, sql, e);
 }
 
-/* Unknown column: a schema from before sql/schema/009. */
+/* Unknown column: a schema from before sql/schema/009 (or 014). */
 #define ER_BAD_FIELD 1054
+/* No relay_checkpoint (before 013), or no grant to read it (admin.sql before 014). */
+#define ER_NO_SUCH_TABLE 1146
+#define ER_TABLEACCESS_DENIED 1142
 
 /* What could not be read: one entry per failed query, named by its table.
  * The report shows it in place of the section, never as "no row". */
@@ -208,6 +211,27 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     }
     if (r)
         mysql_free_result(r);
+    /* relay.source "binlog" leaves a published row PENDING: the checkpoint's
+     * watermark (sql/schema/014) says it is published when the row was
+     * created before it. Asked on its own: a schema or grants from before
+     * it show the row's own status, as then. */
+    json_t *ob0 = json_object_get(out, "outbox");
+    const char *st0 = json_is_object(ob0) ? json_string_value(json_object_get(ob0, "status")) : NULL;
+    if (st0 && strcmp(st0, "PENDING") == 0 && !u.gone &&
+        (r = select_by_id(&db, &e, "SELECT DATE_FORMAT(c.published_created_before, "
+                                   "'%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') FROM relay_checkpoint c JOIN outbox_event o "
+                                   "ON o.created_at < c.published_created_before WHERE c.outbox = "
+                                   "'outbox_event' AND o.event_id = '%s'", id))) {
+        if ((row = mysql_fetch_row(r)) && row[0]) {
+            json_object_set_new(ob0, "status", json_string("PUBLISHED"));
+            json_object_set_new(ob0, "stored_status", json_string("PENDING"));
+            json_object_set_new(ob0, "binlog_watermark", json_string(row[0]));
+        }
+        mysql_free_result(r);
+    } else if (st0 && strcmp(st0, "PENDING") == 0 && !u.gone && e.code != ER_BAD_FIELD &&
+               e.code != ER_NO_SUCH_TABLE && e.code != ER_TABLEACCESS_DENIED) {
+        record_error(&u, "relay_checkpoint", &e);
+    }
     /* The trace context the producer stored (sql/schema/009): asked on its
      * own, so a schema from before it still shows the rest. */
     json_t *ob = json_object_get(out, "outbox");
@@ -273,8 +297,11 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
         if (print_unread(&u, "outbox:  ", "outbox_event"))
             ;
         else if (json_is_object(o))
-            printf("  outbox:   %s (type %s v%lld, created %s, attempts %lld)%s%s%s%s%s\n",
+            printf("  outbox:   %s%s%s%s (type %s v%lld, created %s, attempts %lld)%s%s%s%s%s\n",
                    json_string_value(json_object_get(o, "status")),
+                   json_is_string(json_object_get(o, "binlog_watermark")) ? " (binlog relay: checkpoint watermark " : "",
+                   json_is_string(json_object_get(o, "binlog_watermark")) ? json_string_value(json_object_get(o, "binlog_watermark")) : "",
+                   json_is_string(json_object_get(o, "binlog_watermark")) ? ")" : "",
                    json_string_value(json_object_get(o, "event_type")),
                    (long long)json_integer_value(json_object_get(o, "event_version")),
                    json_string_value(json_object_get(o, "created_at")),

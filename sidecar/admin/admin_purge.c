@@ -10,6 +10,7 @@
 
 #include "admin.h"
 #include "io/db.h"
+#include "io/db_watermark.h"
 #include "lifecycle.h"
 
 /* The longest retention accepted: 100 years. Beyond it
@@ -201,17 +202,35 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar purge: mysql: error %u: %s\n", e.code, e.msg);
         return 1;
     }
+    /* relay.source "binlog" leaves published rows PENDING: those created
+     * before the checkpoint's watermark are published (sql/schema/014),
+     * and their retention runs from created_at, the only time they have. */
+    char w[SC_DB_WATERMARK_LEN], binlog_cond[300] = "";
+    int has_w = sc_db_outbox_watermark(&db, w, sizeof w, &e);
+    if (has_w < 0) {
+        fprintf(stderr, "sidecar purge: reading relay_checkpoint: error %u: %s\n", e.code, e.msg);
+        sc_db_close(&db);
+        return 1;
+    }
+    sc_db_rollback(&db, &e); /* the read's transaction: the purge's start under READ COMMITTED */
+    if (has_w)
+        snprintf(binlog_cond, sizeof binlog_cond, "status = 'PENDING' AND created_at < '%s' AND "
+                 "created_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", w, older);
     if (dry_run) {
-        char sql[512];
+        char sql[1024];
         snprintf(sql, sizeof sql,
                  "SELECT (SELECT COUNT(*) FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - "
                  "INTERVAL %lld SECOND), (SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHED' "
-                 "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND)", older, older);
+                 "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND), "
+                 "(SELECT COUNT(*) FROM outbox_event WHERE %s)", older, older, has_w ? binlog_cond : "FALSE");
         MYSQL_RES *r = sc_db_select(&db, sql, &e);
         MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
         if (row)
             printf("consumed_event: would delete %s rows\noutbox_event (PUBLISHED): would delete %s rows\n",
                    row[0], row[1]);
+        if (row && has_w)
+            printf("outbox_event (published by the binlog relay, created before %s): would delete %s rows\n",
+                   w, row[2]);
         else
             fprintf(stderr, "sidecar purge: %s\n", mysql_error(db.conn));
         if (r)
@@ -247,6 +266,15 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
     /* A signal stops the purge: the next table is not started. */
     long long o = a < 0 ? -1 : sc_stop_requested() ? 0 : purge_table(&db, "outbox_event (PUBLISHED)", sel,
                                            "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
+    long long p = 0;
+    if (has_w && o >= 0 && !sc_stop_requested()) {
+        char what[120];
+        snprintf(sel, sizeof sel, "SELECT event_id FROM outbox_event WHERE %s ORDER BY created_at LIMIT %d",
+                 binlog_cond, b);
+        snprintf(tail, sizeof tail, ") AND %s", binlog_cond);
+        snprintf(what, sizeof what, "outbox_event (published by the binlog relay, created before %s)", w);
+        p = purge_table(&db, what, sel, "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
+    }
     sc_db_close(&db);
-    return a < 0 || o < 0 ? 1 : 0;
+    return a < 0 || o < 0 || p < 0 ? 1 : 0;
 }

@@ -14,6 +14,7 @@
 #include "console_text.h"
 #include "envelope/uuid_text.h"
 #include "io/db_rows.h"
+#include "io/db_watermark.h"
 #include "relay/outbox_rules.h"
 
 #define PAGE_MAX 200
@@ -152,6 +153,9 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     struct sc_rows rows;
     json_t *out = json_pack("{s:s%, s:s, s:b}", "query", id, len, "event_id", canon, "uuid", 1);
     int known = 0;
+    char w[SC_DB_WATERMARK_LEN + 2];
+    if (sc_db_outbox_watermark_iso(db, w, sizeof w, &e) < 0)
+        goto fail;
     if (sc_db_select_params(db,
             "SELECT status, lease_owner, " SC_SQL_TS("lease_until") " AS lease, " SC_SQL_TS("published_at")
             " AS published, event_type, event_version, aggregate_type, aggregate_id, "
@@ -170,6 +174,13 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
         json_object_set_new(o, "created_at", sc_cell_text(&rows, 0, "created"));
         json_object_set_new(o, "event_version", sc_cell_int(&rows, 0, "event_version"));
         json_object_set_new(o, "publish_attempts", sc_cell_int(&rows, 0, "publish_attempts"));
+        /* relay.source "binlog": published rows stay PENDING (as in inspect) */
+        const char *st = sc_rows_get(&rows, 0, 0), *created = sc_rows_get(&rows, 0, 8);
+        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0) {
+            json_object_set_new(o, "status", json_string("PUBLISHED"));
+            json_object_set_new(o, "stored_status", json_string("PENDING"));
+            json_object_set_new(o, "binlog_watermark", json_string(w));
+        }
         int pc = sc_rows_col(&rows, "payload");
         const char *payload = sc_rows_get(&rows, 0, (size_t)pc);
         unsigned long plen = payload ? rows.lens[(size_t)pc] : 0;

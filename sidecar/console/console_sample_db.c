@@ -8,6 +8,10 @@
  *     the cap;
  *   - the oldest PENDING row: MIN(created_at) for one status value, read
  *     off the end of the same index;
+ *   - with relay.source "binlog", PENDING counts and the oldest start at the
+ *     checkpoint's watermark (relay_checkpoint.published_created_before, one
+ *     primary-key read): the rows before it are published, their status
+ *     left PENDING;
  *   - expired leases: a capped COUNT over ix_outbox_event_lease;
  *   - publishing rate: PUBLISHED rows whose created_at is at or after a
  *     watermark W (the oldest PENDING row, or 5 s ago when none is older),
@@ -23,6 +27,7 @@
 
 #include "console_sampler.h"
 #include "io/db_rows.h"
+#include "io/db_watermark.h"
 #include "lifecycle.h"
 
 #define CAP_WINDOW 1000000
@@ -44,12 +49,23 @@ static int scalar(struct sc_db *db, const char *sql, const char *param, char *ou
     return 0;
 }
 
-/* The optimiser's row estimate for one status range (EXPLAIN reads no rows). */
-static int estimate(struct sc_db *db, int st, long long *n, struct sc_db_err *e)
+/* " AND created_at >= 'W'" for PENDING when the binlog relay has stored a
+ * watermark W (rows before it are published though PENDING), else "". */
+static const char *after_w(const struct db_sampling *d, int st, char *buf, size_t len)
 {
-    char sql[200];
+    if (!d->ckpt_w[0] || strcmp(sc_console_st_names[st], "PENDING") != 0)
+        return "";
+    snprintf(buf, len, " AND created_at >= '%s'", d->ckpt_w);
+    return buf;
+}
+
+/* The optimiser's row estimate for one status range (EXPLAIN reads no rows). */
+static int estimate(struct db_sampling *d, int st, long long *n, struct sc_db_err *e)
+{
+    struct sc_db *db = &d->db;
+    char sql[300], wb[80];
     snprintf(sql, sizeof sql, "EXPLAIN SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_claim) "
-                              "WHERE status = '%s'", sc_console_st_names[st]);
+                              "WHERE status = '%s'%s", sc_console_st_names[st], after_w(d, st, wb, sizeof wb));
     MYSQL_RES *r = sc_db_select(db, sql, e);
     if (!r)
         return -1;
@@ -67,10 +83,10 @@ static int estimate(struct sc_db *db, int st, long long *n, struct sc_db_err *e)
 static int count_status(struct db_sampling *d, int st, struct sample_count *out,
                         struct sc_db_err *e)
 {
-    char sql[300], v[32];
+    char sql[400], v[32], wb[80];
     if (d->over[st]) {
         long long est;
-        if (estimate(&d->db, st, &est, e))
+        if (estimate(d, st, &est, e))
             return -1;
         if (est >= SC_CONSOLE_CAP_EXACT / 2) {
             out->n = est;
@@ -80,8 +96,8 @@ static int count_status(struct db_sampling *d, int st, struct sample_count *out,
     }
     snprintf(sql, sizeof sql,
              "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_claim) "
-             "WHERE status = '%s' LIMIT %d) capped",
-             sc_console_st_names[st], SC_CONSOLE_CAP_EXACT + 1);
+             "WHERE status = '%s'%s LIMIT %d) capped",
+             sc_console_st_names[st], after_w(d, st, wb, sizeof wb), SC_CONSOLE_CAP_EXACT + 1);
     if (scalar(&d->db, sql, NULL, v, sizeof v, NULL, e))
         return -1;
     long long n = atoll(v);
@@ -92,7 +108,7 @@ static int count_status(struct db_sampling *d, int st, struct sample_count *out,
         return 0;
     }
     long long est;
-    if (estimate(&d->db, st, &est, e))
+    if (estimate(d, st, &est, e))
         return -1;
     out->n = est > SC_CONSOLE_CAP_EXACT ? est : SC_CONSOLE_CAP_EXACT + 1;
     out->exact = 0;
@@ -128,6 +144,8 @@ int sc_console_sample_db(struct db_sampling *d, const struct sc_console *con,
     double minutes = d->last_sample_ms ? (double)(now - d->last_sample_ms) / 60000.0 : 0;
 
     struct sample_count st[N_ST], expired = {-1, 0};
+    if (sc_db_outbox_watermark(&d->db, d->ckpt_w, sizeof d->ckpt_w, &e) < 0)
+        goto fail;
     for (int i = 0; i < N_ST; i++)
         if (count_status(d, i, &st[i], &e))
             goto fail;
@@ -141,14 +159,17 @@ int sc_console_sample_db(struct db_sampling *d, const struct sc_console *con,
     expired.exact = expired.n <= SC_CONSOLE_CAP_EXACT;
 
     /* The oldest PENDING row's age and the watermark, in one statement:
-     * both MIN()s are one dive to the start of a status's index range. */
+     * both MIN()s are one dive to the start of a status's index range (past
+     * the binlog relay's watermark, where it has one). */
     struct sc_rows rows;
-    if (sc_db_select_params(&d->db,
-            "SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM outbox_event "
-            "WHERE status = 'PENDING'), UTC_TIMESTAMP(6)), "
-            "LEAST(COALESCE((SELECT MIN(created_at) FROM outbox_event WHERE status = 'PENDING'), "
-            "'9999-12-31 00:00:00'), UTC_TIMESTAMP(6) - INTERVAL " WATERMARK_SLACK " SECOND)",
-            NULL, 0, 1, 0, &rows, &e))
+    char oldest_sql[700], wb[80];
+    const char *aw = after_w(d, ST_PENDING, wb, sizeof wb);
+    snprintf(oldest_sql, sizeof oldest_sql,
+             "SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM outbox_event "
+             "WHERE status = 'PENDING'%s), UTC_TIMESTAMP(6)), "
+             "LEAST(COALESCE((SELECT MIN(created_at) FROM outbox_event WHERE status = 'PENDING'%s), "
+             "'9999-12-31 00:00:00'), UTC_TIMESTAMP(6) - INTERVAL " WATERMARK_SLACK " SECOND)", aw, aw);
+    if (sc_db_select_params(&d->db, oldest_sql, NULL, 0, 1, 0, &rows, &e))
         goto fail;
     const char *age_us = sc_rows_get(&rows, 0, 0), *w = sc_rows_get(&rows, 0, 1);
     double oldest = age_us ? (double)atoll(age_us) / 1e6 : -1;

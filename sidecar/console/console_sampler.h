@@ -71,6 +71,7 @@ struct db_sampling {
     long long b_prev;             /* count(W_prev) at the last sample, -1 unknown */
     long long last_id;            /* highest consumed_event.id seen, -1 before the first */
     int64_t last_sample_ms;
+    char ckpt_w[32];              /* the binlog relay's watermark (io/db_watermark.h), "" none */
 };
 
 struct sc_console_sampler {

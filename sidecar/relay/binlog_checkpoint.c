@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "fault.h"
+#include "log.h"
+
+#define ER_BAD_FIELD_WM 1054 /* unknown column */
 
 #define OUTBOX "'outbox_event'"
 
@@ -52,7 +55,23 @@ int sc_binlog_ckpt_acquire(struct sc_binlog_ckpt *k, struct sc_db_err *e)
         snprintf(k->stored.gtid, sizeof k->stored.gtid, "%s", row[2] ? row[2] : "");
     }
     mysql_free_result(res);
-    return sc_db_commit(k->db, e) ? -1 : 1;
+    if (sc_db_commit(k->db, e))
+        return -1;
+    /* A schema without 014 keeps working, without a watermark. */
+    res = sc_db_select(k->db, "SELECT published_created_before FROM relay_checkpoint LIMIT 0", e);
+    if (res)
+        mysql_free_result(res);
+    else if (e->code != ER_BAD_FIELD_WM)
+        goto fail;
+    int had = k->wm_column;
+    k->wm_column = res != NULL;
+    if (had != k->wm_column && !k->wm_column)
+        sc_warn("relay: relay_checkpoint has no published_created_before (apply "
+                "sql/schema/014_relay_checkpoint_watermark.sql): the outbox gauges, inspect and "
+                "purge see binlog-published rows as PENDING");
+    memset(e, 0, sizeof *e);
+    sc_db_rollback(k->db, e);
+    return 1;
 fail:
     sc_db_rollback(k->db, &(struct sc_db_err){0});
     return -1;
@@ -64,18 +83,28 @@ int sc_binlog_ckpt_store(struct sc_binlog_ckpt *k, const struct sc_binlog_pos *p
     const struct sc_binlog_pos *p = pos ? pos : &k->stored;
     char owner[300], file[2 * SC_BINLOG_FILE_MAX + 2], gtid[2 * SC_BINLOG_GTID_MAX + 2];
     char when[64] = "published_up_to";
+    char wm[160] = "";
     char sql[2048];
     if (escaped(k, owner, sizeof owner, k->owner) || escaped(k, file, sizeof file, p->file) ||
         escaped(k, gtid, sizeof gtid, p->gtid))
         return -1;
     if (p->when)
         snprintf(when, sizeof when, "FROM_UNIXTIME(%u)", p->when);
+    /* The position written is settled: the samples it has reached are
+     * ready, and one column more of the same UPDATE stores the highest. */
+    int64_t w = k->wm_column ? sc_binlog_wm_passed(&k->wm, p) : 0;
+    if (w > k->wm_written) {
+        char t[40];
+        sc_binlog_wm_format(w, t, sizeof t);
+        snprintf(wm, sizeof wm, "published_created_before = GREATEST(IFNULL(published_created_before, "
+                                "'%s'), '%s'), ", t, t);
+    }
     SC_FAULT("relay.before_checkpoint");
     snprintf(sql, sizeof sql,
              "UPDATE relay_checkpoint SET binlog_file = '%s', binlog_pos = %llu, gtid = NULLIF('%s', ''), "
-             "published_up_to = %s, lease_until = UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND, "
+             "published_up_to = %s, %slease_until = UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND, "
              "updated_at = UTC_TIMESTAMP(6) WHERE outbox = " OUTBOX " AND lease_owner = '%s'",
-             file, p->pos, gtid, when, k->lease_ms * 1000, owner);
+             file, p->pos, gtid, when, wm, k->lease_ms * 1000, owner);
     if (sc_db_query(k->db, sql, e)) {
         sc_db_rollback(k->db, &(struct sc_db_err){0});
         return -1;
@@ -85,6 +114,8 @@ int sc_binlog_ckpt_store(struct sc_binlog_ckpt *k, const struct sc_binlog_pos *p
         return -1;
     if (held && pos)
         k->stored = *pos;
+    if (held && w > k->wm_written)
+        k->wm_written = w;
     return held;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "binlog_watermark.h"
 #include "relay_message.h"
 
 int sc_binlog_core_init(struct sc_binlog_core *c, const struct sc_binlog_ops *ops, void *io,
@@ -137,25 +138,13 @@ static void queue_done_at(struct sc_binlog_core *c, const struct sc_relay_row *r
     c->q_len++;
 }
 
-/* 1 when a is past b in the binary log: file by file (a longer name is a
- * later file once the counter outgrows its padding), then the offset. No
- * position (an empty file) is before every other. */
-static int pos_after(const struct sc_binlog_pos *a, const struct sc_binlog_pos *b)
-{
-    size_t la = strlen(a->file), lb = strlen(b->file);
-    if (!la || !lb)
-        return la > lb;
-    int c = la != lb ? (la > lb ? 1 : -1) : strcmp(a->file, b->file);
-    return c > 0 || (c == 0 && a->pos > b->pos);
-}
-
 /* Only other tables, DDL or nothing: store the position when no batch is
  * out (one write per lease renewal at most). */
 static int idle_store(struct sc_binlog_core *c, struct sc_db_err *e)
 {
     int64_t now = c->ops->now_ms(c->io);
     struct sc_binlog_tx *tx = c->ops->stream_tx(c->io);
-    if (c->q_len || now < c->idle_store_at || !tx->foreign || !pos_after(&tx->committed, &c->stored))
+    if (c->q_len || now < c->idle_store_at || !tx->foreign || !sc_binlog_pos_after(&tx->committed, &c->stored))
         return 0;
     struct sc_binlog_pos at = tx->committed;
     int rc = c->ops->ckpt_store(c->io, &at, e);
@@ -178,9 +167,13 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
         c->ops->sleep_ms(c->io, c->wait_ms); /* standing by: the claim is the core's only wait */
         return 0;
     }
-    if (c->ops->measure_lag) {
+    if (c->ops->measure_lag || c->ops->watermark) {
         int settled = c->q_len == 0 && c->n_ids == 0 && c->ops->stream_is_open(c->io);
-        c->ops->measure_lag(c->io, settled ? &c->ops->stream_tx(c->io)->committed : &c->stored, settled);
+        const struct sc_binlog_pos *at = settled ? &c->ops->stream_tx(c->io)->committed : &c->stored;
+        if (c->ops->measure_lag)
+            c->ops->measure_lag(c->io, at, settled);
+        if (c->ops->watermark)
+            c->ops->watermark(c->io, at);
     }
     if (!c->ops->stream_is_open(c->io)) {
         enum sc_binlog_open o = c->ops->stream_open(c->io, &c->from, e);
@@ -229,7 +222,7 @@ static void store_settled(struct sc_binlog_core *c)
     /* A stream that started before the checkpoint (a server that sends
      * again from earlier) reaches it again: nothing new to store, and the
      * checkpoint never moves back. */
-    if (last < 0 || !pos_after(&c->done_at[last].pos, &c->stored))
+    if (last < 0 || !sc_binlog_pos_after(&c->done_at[last].pos, &c->stored))
         return;
     struct sc_binlog_pos at = c->done_at[last].pos;
     struct sc_db_err e = {0};

@@ -63,6 +63,10 @@ struct sc_binlog_ops {
     void (*gone)(void *io, const struct sc_db_err *e);
     /* Optional: the lag from at (settled: nothing read is unsettled). */
     void (*measure_lag)(void *io, const struct sc_binlog_pos *at, int settled);
+    /* Optional: everything up to at is published or FAILED (settled, or
+     * the stored checkpoint); the watermark's samples whose binary log end
+     * at has reached are ready to store (binlog_watermark.h). */
+    void (*watermark)(void *io, const struct sc_binlog_pos *at);
 };
 
 struct sc_binlog_core {

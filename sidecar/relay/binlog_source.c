@@ -15,6 +15,8 @@
  * 72 bytes), quoted and a comma apart. */
 #define READ_SQL_MAX (1024 + (SC_BATCH_LIMIT + SC_BINLOG_SPILL) * 76)
 #define LAG_EVERY_MS 5000
+#define WM_EVERY_MS 2000 /* a watermark sample: five short statements */
+#define ER_NEED_PRIV 1227 /* Access denied; you need (at least one of) the ... privilege(s) */
 
 unsigned sc_binlog_replica_id(const char *worker_id)
 {
@@ -182,6 +184,98 @@ static void op_measure_lag(void *io, const struct sc_binlog_pos *at, int settled
     atomic_store(&s->m->binlog_lag_ms, ms > 0 ? ms : 0);
 }
 
+/* The first row of sql's answer into cells (NULL for SQL NULL), at most n. */
+static int first_row(struct sc_db *db, const char *sql, char cells[][64], int n, int *null,
+                     struct sc_db_err *e)
+{
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res)
+        return -1;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    unsigned nf = mysql_num_fields(res);
+    for (int i = 0; i < n; i++) {
+        null[i] = !row || (unsigned)i >= nf || !row[i];
+        snprintf(cells[i], 64, "%s", null[i] ? "" : row[i]);
+    }
+    mysql_free_result(res);
+    return 0;
+}
+
+/* One sample of the watermark (binlog_watermark.h), every WM_EVERY_MS: the
+ * time, then the oldest statement running on the server (PROCESSLIST,
+ * before the transactions: a statement that ends between the two reads
+ * has its transaction in InnoDB by then), then the oldest transaction
+ * open in InnoDB, its age against the sampler's own transaction (the
+ * server shows trx_started in its system time zone, whole seconds), then
+ * the binary log's end (SHOW BINARY LOGS' last file and size: a
+ * transaction committed in InnoDB is written there before). */
+static int wm_sample(struct sc_binlog_source *s, struct sc_db_err *e)
+{
+    char c[3][64];
+    int null[3];
+    if (sc_db_rollback(&s->db, e) || first_row(&s->db, "SELECT UTC_TIMESTAMP(6)", c, 1, null, e))
+        return -1;
+    int64_t now_us = sc_binlog_wm_parse(c[0]);
+    if (sc_db_query(&s->db, "START TRANSACTION WITH CONSISTENT SNAPSHOT", e) ||
+        first_row(&s->db, "SELECT MAX(TIME) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                          "AND COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', 'Binlog Dump GTID')",
+                  c, 1, null, e))
+        return -1;
+    long long stmt_age = null[0] ? 0 : atoll(c[0]);
+    if (first_row(&s->db, "SELECT TIMESTAMPDIFF(SECOND, MIN(trx_started), "
+                          "MAX(IF(trx_mysql_thread_id = CONNECTION_ID(), trx_started, NULL))) "
+                          "FROM information_schema.INNODB_TRX", c, 1, null, e))
+        return -1;
+    if (null[0]) {
+        snprintf(e->msg, sizeof e->msg, "information_schema.INNODB_TRX does not list the sampler's own "
+                 "transaction");
+        return -1;
+    }
+    long long trx_age = atoll(c[0]);
+    MYSQL_RES *res = sc_db_select(&s->db, "SHOW BINARY LOGS", e);
+    if (!res)
+        return -1;
+    struct sc_binlog_pos end = {0};
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)))
+        if (row[0] && row[1]) {
+            snprintf(end.file, sizeof end.file, "%s", row[0]);
+            end.pos = strtoull(row[1], NULL, 10);
+        }
+    mysql_free_result(res);
+    if (sc_db_rollback(&s->db, e))
+        return -1;
+    if (!now_us || !end.file[0]) {
+        snprintf(e->msg, sizeof e->msg, "no time or no binary log end read");
+        return -1;
+    }
+    sc_binlog_wm_add(&s->ckpt.wm, &end, sc_binlog_wm_candidate(now_us, stmt_age > trx_age ? stmt_age : trx_age));
+    return 0;
+}
+
+static void op_watermark(void *io, const struct sc_binlog_pos *at)
+{
+    struct sc_binlog_source *s = io;
+    if (!s->ckpt.wm_column)
+        return;
+    sc_binlog_wm_passed(&s->ckpt.wm, at);
+    int64_t now = sc_now_ms();
+    if (now < s->wm_at)
+        return;
+    s->wm_at = now + WM_EVERY_MS;
+    struct sc_db_err e = {0};
+    if (wm_sample(s, &e) == 0) {
+        s->wm_warned = 0;
+        return;
+    }
+    sc_db_rollback(&s->db, &(struct sc_db_err){0});
+    if (!s->wm_warned)
+        sc_warn("relay: the watermark of the checkpoint is not sampled (error %u: %s)%s: the outbox "
+                "gauges, inspect and purge see rows published since as PENDING", e.code, e.msg,
+                e.code == ER_NEED_PRIV ? "; grant PROCESS (sql/grants/relay_binlog.sql)" : "");
+    s->wm_warned = 1;
+}
+
 static const struct sc_binlog_ops mariadb_ops = {
     .stream_open = op_stream_open,
     .stream_close = op_stream_close,
@@ -196,6 +290,7 @@ static const struct sc_binlog_ops mariadb_ops = {
     .sleep_ms = op_sleep_ms,
     .gone = op_gone,
     .measure_lag = op_measure_lag,
+    .watermark = op_watermark,
 };
 
 /* ---- the calls of struct sc_relay_ops ------------------------------------------ */

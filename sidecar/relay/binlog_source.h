@@ -25,6 +25,8 @@ struct sc_binlog_source {
     struct sc_binlog_core core; /* the decisions (binlog_core.c) */
     struct sc_relay_metrics *m; /* the lag gauges; NULL in tests */
     int64_t lag_at;             /* the next lag measurement */
+    int64_t wm_at;              /* the next watermark sample */
+    int wm_warned;              /* a failed sample was logged: once until one works */
 };
 
 /* The server_id the relay's replication connection announces. */

@@ -265,8 +265,12 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {
+        /* In binlog mode rows stay PENDING: counted against the watermark,
+         * and not at all on a schema without one. */
         if (core.phase == SC_RELAY_CLAIM && !sc_relay_binlog(rc))
-            sc_relay_db_refresh_gauges(&io.db, &m);
+            sc_relay_db_refresh_gauges(&io.db, &io.db.db, &m);
+        else if (core.phase == SC_RELAY_CLAIM && io.binlog.ckpt.wm_column)
+            sc_relay_db_refresh_gauges(&io.db, &io.binlog.db, &m);
         int wait = sc_relay_step(&core);
         if (wait > 0)
             sc_sleep_ms(wait);

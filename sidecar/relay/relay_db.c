@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "io/db_settings.h"
+#include "io/db_watermark.h"
 #include "lifecycle.h"
 #include "log.h"
 
@@ -356,17 +357,21 @@ int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *ro
 /* One indexed query every few seconds, cached for /metrics. Counting is
  * O(backlog), so after a slow count the next one waits 100 times as long as
  * it took: the gauges cost the relay at most ~1% of its time even with
- * millions of rows pending. */
-void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *m)
+ * millions of rows pending. Rows created before the binlog relay's
+ * watermark are published, though PENDING: not counted. */
+void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_db *db, struct sc_relay_metrics *m)
 {
-    if (!sc_db_connected(&d->db) || sc_now_ms() - d->last_gauge_ms < d->gauge_interval_ms)
+    if (!sc_db_connected(db) || sc_now_ms() - d->last_gauge_ms < d->gauge_interval_ms)
         return;
     int64_t t0 = sc_now_ms();
-    static const char sql[] =
-        "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) "
-        "FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')";
     struct sc_db_err e = {0};
-    MYSQL_RES *res = sc_db_select(&d->db, sql, &e);
+    char w[SC_DB_WATERMARK_LEN], sql[400];
+    int has_w = sc_db_outbox_watermark(db, w, sizeof w, &e) == 1;
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) "
+             "FROM outbox_event WHERE status IN ('PENDING', 'PUBLISHING')%s%s%s",
+             has_w ? " AND created_at >= '" : "", has_w ? w : "", has_w ? "'" : "");
+    MYSQL_RES *res = sc_db_select(db, sql, &e);
     if (res) {
         MYSQL_ROW row = mysql_fetch_row(res);
         if (row && row[0] && row[1]) {
@@ -376,7 +381,7 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *
         mysql_free_result(res);
     }
     if (d->per_aggregate) { /* O(FAILED rows), one range of the claim index */
-        res = sc_db_select(&d->db, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX "
+        res = sc_db_select(db, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX "
                            "(ix_outbox_event_claim) WHERE status = 'FAILED' GROUP BY aggregate_type, "
                            "aggregate_id) held", &e);
         MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
@@ -385,7 +390,7 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *
         if (res)
             mysql_free_result(res);
     }
-    sc_db_rollback(&d->db, &e); /* end the read's transaction */
+    sc_db_rollback(db, &e); /* end the read's transaction */
     d->last_gauge_ms = sc_now_ms();
     int64_t took = d->last_gauge_ms - t0;
     d->gauge_interval_ms = took * 100 > GAUGE_REFRESH_MS ? took * 100 : GAUGE_REFRESH_MS;

@@ -39,8 +39,9 @@ int sc_relay_db_mark_published(struct sc_relay_db *d, struct sc_relay_row *const
 int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *row,
                             struct sc_db_err *e);
 
-/* The pending-count and oldest-pending-age gauges, refreshed when due. */
-void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_relay_metrics *m);
+/* The pending-count and oldest-pending-age gauges, refreshed when due, read
+ * on db (the relay's own, or the binlog source's). */
+void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_db *db, struct sc_relay_metrics *m);
 
 /* Logs the two claim statements at debug level. */
 void sc_relay_db_log_claim_sql(int batch, int per_aggregate);

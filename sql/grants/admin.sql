@@ -16,6 +16,8 @@ GRANT SELECT ON app.consumer_held_key TO 'sidecar_admin'@'%';
 GRANT SELECT ON app.consumer_held_event TO 'sidecar_admin'@'%';
 GRANT SELECT, DELETE ON app.outbox_event TO 'sidecar_admin'@'%';
 GRANT UPDATE (status, lease_owner, lease_until) ON app.outbox_event TO 'sidecar_admin'@'%';
+-- the binlog relay's watermark: which PENDING rows it has published
+GRANT SELECT ON app.relay_checkpoint TO 'sidecar_admin'@'%';
 -- The effects `sidecar inspect` shows (consumers[].inspect_effects) are your
 -- handlers' tables: grant SELECT on each. The example tables' grants are in
 -- sql/examples/grants/admin.sql, applied with the examples.

@@ -1,6 +1,7 @@
 -- Least privilege for `sidecar relay` with relay.source "binlog": read the
 -- binary log as a replica, read outbox rows back by key, mark refused rows
--- FAILED, and keep its checkpoint. Same password rules as relay.sql.
+-- FAILED, keep its checkpoint, and sample the watermark of the checkpoint.
+-- Same password rules as relay.sql.
 -- REPLICATION CLIENT is MariaDB's BINLOG MONITOR (SHOW BINARY LOGS).
 SET @sc_pw = COALESCE(@sidecar_relay_binlog_password, HEX(RANDOM_BYTES(24)));
 SET @sc_sql = CONCAT('CREATE USER IF NOT EXISTS ''sidecar_relay_binlog''@''%'' IDENTIFIED BY ', QUOTE(@sc_pw));
@@ -9,7 +10,9 @@ EXECUTE sc_create_user;
 DEALLOCATE PREPARE sc_create_user;
 SET @sc_pw = NULL, @sc_sql = NULL;
 REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'sidecar_relay_binlog'@'%';
-GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'sidecar_relay_binlog'@'%';
+-- PROCESS: the watermark's sample reads every session's open transaction
+-- and running statement (information_schema.INNODB_TRX, PROCESSLIST)
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, PROCESS ON *.* TO 'sidecar_relay_binlog'@'%';
 GRANT SELECT ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
 -- a refused row is recorded FAILED, on its own; nothing else of a row
 GRANT UPDATE (status) ON app.outbox_event TO 'sidecar_relay_binlog'@'%';

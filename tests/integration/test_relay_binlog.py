@@ -21,72 +21,12 @@ and removed at the end:
    publishes the gap and binlog mode runs again."""
 import re
 import shutil
-import socket
 import threading
 import uuid
 
 from harness import *
 
-PORT = int(os.environ.get("SC_TEST_BINLOG_MYSQL_PORT", str(int(os.environ["SC_TEST_MYSQL_PORT"]) + 2)))
-USER = subprocess.getoutput("id -un")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Server:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sc-binlog-")
-        self.sock = os.path.join(self.dir, "mysqld.sock")
-        self.data = os.path.join(self.dir, "data")
-        self.proc = None
-        r = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", f"--user={USER}",
-                            "--auth-root-authentication-method=socket", "--skip-test-db"],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            bail("mariadb-install-db: " + (r.stdout + r.stderr)[-800:])
-
-    def start(self):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", PORT))
-        except OSError:
-            bail(f"port {PORT} (SC_TEST_BINLOG_MYSQL_PORT) is in use")
-        finally:
-            s.close()
-        self.proc = subprocess.Popen(
-            ["mariadbd", "--no-defaults", f"--datadir={self.data}", f"--socket={self.sock}",
-             f"--port={PORT}", "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
-             f"--log-error={self.dir}/error.log", f"--user={USER}", "--skip-name-resolve",
-             "--innodb-buffer-pool-size=64M", f"--tmpdir={self.dir}", f"--log-bin={self.dir}/binlog",
-             "--server-id=1", "--binlog-format=ROW", "--sync-binlog=1", "--max-connections=200"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(240):
-            if self.proc.poll() is None and self.sql("SELECT 1", check=False).returncode == 0:
-                return
-            time.sleep(0.25)
-        bail("the test's MariaDB did not start: " + open(f"{self.dir}/error.log").read()[-1500:])
-
-    def sql(self, text, check=True):
-        r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", f"--socket={self.sock}", "-uroot",
-                            "-N", "-B", "app" if self.proc and os.path.exists(f"{self.data}/app") else "mysql"],
-                           input=text, capture_output=True, text=True, timeout=120)
-        if check and r.returncode != 0:
-            bail(f"sql {text[:80]!r}: {r.stderr}")
-        return r
-
-    def db(self):
-        return pymysql.connect(unix_socket=self.sock, user="root", database="app", autocommit=True)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
+from binlog_server import PORT, Server, setup
 
 srv = Server()
 
@@ -151,16 +91,7 @@ def checkpoint():
 
 try:
     srv.start()
-    srv.sql("CREATE DATABASE app CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;\n"
-            "CREATE USER 'sidecar'@'127.0.0.1' IDENTIFIED BY 'sidecar';\n"
-            "GRANT ALL ON *.* TO 'sidecar'@'127.0.0.1';")
-    for f in sorted(os.listdir(os.path.join(ROOT, "sql", "schema"))):
-        if f.endswith(".sql"):
-            srv.sql(open(os.path.join(ROOT, "sql", "schema", f)).read())
-    srv.sql("SET @sidecar_relay_binlog_password = 'binlog-secret';\n" +
-            open(os.path.join(ROOT, "sql", "grants", "relay_binlog.sql")).read())
-    URL = f"mysql://sidecar:sidecar@127.0.0.1:{PORT}/app"
-    LEAST_URL = f"mysql://sidecar_relay_binlog:binlog-secret@127.0.0.1:{PORT}/app"
+    URL, LEAST_URL = setup(srv)
 
     # 1. a bad value stops start-up, naming the key
     ex = "binlog-" + suffix()

@@ -27,6 +27,10 @@
  *    transaction that holds a row no broker confirmed (and is not FAILED);
  *  - the checkpoint never moves back while one relay holds the lease;
  *  - an aggregate's first publications follow commit order;
+ *  - the checkpoint's watermark (binlog_watermark.c, sampled as
+ *    binlog_source.c does: the time, the oldest open transaction, the log's
+ *    end) never passes the created_at of a row that is neither confirmed
+ *    nor FAILED, open transactions held long included;
  *  - faults stop => every committed outbox row is published (a valid one,
  *    confirmed) or FAILED (one that breaks an envelope rule), in bounded
  *    time.
@@ -45,6 +49,7 @@
 #include "log.h"
 #include "relay/binlog_core.h"
 #include "relay/binlog_source.h"
+#include "relay/binlog_watermark.h"
 #include "relay/relay_core.h"
 #include "relay/relay_db.h"
 
@@ -52,6 +57,9 @@
 #define MAX_TX 40
 #define MAX_ROWS 256
 #define NEVER INT64_MAX
+/* The simulation's time 0 as the watermark's microseconds since the epoch. */
+#define EPOCH_US 1700000000000000LL
+#define WM_EVERY_MS 2000 /* binlog_source.c's sample interval */
 
 /* ---- the world ------------------------------------------------------------------ */
 
@@ -80,6 +88,8 @@ struct tx {
     int end_file;                /* where it ends in the log, once logged */
     unsigned long long end_pos;
     int begin_query, commit_query, savepoint;
+    int64_t begin_at;            /* its first statement (rows are created from then on) */
+    int64_t logged_at;           /* the time of its events in the log, once logged */
 };
 
 struct row {
@@ -91,6 +101,7 @@ struct row {
     int lock_wait;               /* 1: a locking read waits for it; 0: absent until then */
     int64_t lag;                 /* InnoDB shows it this long after its transaction is logged */
     int published, confirmed;    /* copies the broker took, copies it confirmed */
+    int64_t created_at;          /* UTC_TIMESTAMP(6) of its insert, in [begin_at, commit_at] */
 };
 
 struct pending { uint64_t seq; int row, ack; int64_t at; };
@@ -120,6 +131,8 @@ struct relay {
                                     rows events without it are another table's) */
     struct sc_binlog_tx tx;
     struct conn amqp;
+    struct sc_binlog_wm wm;      /* the watermark's samples (process memory: lost with the relay) */
+    int64_t wm_at;               /* the next sample */
 };
 
 struct faults {
@@ -130,7 +143,8 @@ struct faults {
 struct stats {
     unsigned long long schedules, steps, txs, rows, rolled_back, published, duplicates, cuts, cuts_mid_tx,
         dup_streams, lock_waits, absent_reads, read_fails, ckpt_writes, ckpt_errors, ckpt_lost_written,
-        ckpt_lost_unwritten, nacks, lates, drops, crashes, pauses, takeovers, rotations, rewinds, failed_rows;
+        ckpt_lost_unwritten, nacks, lates, drops, crashes, pauses, takeovers, rotations, rewinds, failed_rows,
+        wm_samples, wm_stores, wm_held;
 };
 
 struct world {
@@ -153,12 +167,22 @@ struct world {
     int64_t ck_until;
     int tenure;                  /* the owner whose lease the positions below were written under */
     int first_pub_next;          /* per aggregate: checked at each first publication */
+    int64_t ck_w;                /* the checkpoint's watermark (us since the epoch), 0 none */
+    uint64_t rng2;               /* the transactions' start times: apart, so the other draws stay as they were */
     struct relay relays[MAX_RELAYS];
     char violation[700];
     struct stats st;
 };
 
 /* splitmix64 */
+static uint64_t splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 static uint64_t rnd(struct world *w)
 {
     uint64_t z = (w->rng += 0x9e3779b97f4a7c15ULL);
@@ -316,6 +340,7 @@ static void log_tx(struct world *w, int t)
         append(w, x->commit_query ? EV_COMMIT : EV_XID, t, 31);
     }
     x->logged = 1;
+    x->logged_at = w->append_at;
     x->end_file = w->file;
     x->end_pos = w->pos;
 }
@@ -625,6 +650,12 @@ static int s_ckpt_store(void *io, const struct sc_binlog_pos *pos, struct sc_db_
         /* no position: the one this relay last stored or read, again */
         const struct sc_binlog_pos *p = pos ? pos : &r->bcore.stored;
         check_store(w, r, p);
+        /* binlog_checkpoint.c: the samples this position reaches, in the same UPDATE */
+        int64_t wm = sc_binlog_wm_passed(&r->wm, p);
+        if (wm > w->ck_w) {
+            w->ck_w = wm;
+            w->st.wm_stores++;
+        }
         w->ck = *p;
         w->ck_until = r->clock + w->lease_ms;
         w->st.ckpt_writes++;
@@ -663,6 +694,39 @@ static void s_gone(void *io, const struct sc_db_err *e)
     violation(r->w, "relay %d found its position gone (%s): the simulation purges nothing", r->idx, e->msg);
 }
 
+/* binlog_source.c's sample at the relay's clock c: a transaction is open
+ * from begin_at until its events are in the log (a rolled back one until
+ * its rollback); the server reports trx_started in whole seconds; E is the
+ * end of what the log holds at c. */
+static void s_watermark(void *io, const struct sc_binlog_pos *at)
+{
+    struct relay *r = io;
+    struct world *w = r->w;
+    sc_binlog_wm_passed(&r->wm, at);
+    int64_t c = r->clock;
+    if (c < r->wm_at)
+        return;
+    r->wm_at = c + WM_EVERY_MS;
+    int64_t oldest = NEVER;
+    for (int t = 0; t < w->n_tx; t++) {
+        const struct tx *x = &w->txs[t];
+        int open = x->begin_at <= c && (x->kind == TX_ROLLBACK ? c < x->commit_at : !x->logged || x->logged_at > c);
+        if (open && x->begin_at < oldest)
+            oldest = x->begin_at;
+    }
+    struct sc_binlog_pos end = {0};
+    for (int i = w->n_log - 1; i >= 0; i--)
+        if (w->log[i].at <= c) {
+            file_name(w->log[i].file, end.file, sizeof end.file);
+            end.pos = w->log[i].next;
+            break;
+        }
+    long long age = oldest == NEVER ? -1 : c / 1000 - oldest / 1000;
+    w->st.wm_held += (unsigned)(age > 0);
+    w->st.wm_samples++;
+    sc_binlog_wm_add(&r->wm, &end, sc_binlog_wm_candidate(EPOCH_US + c * 1000, age));
+}
+
 static const struct sc_binlog_ops sim_binlog_ops = {
     .stream_open = s_stream_open,
     .stream_close = s_stream_close,
@@ -676,6 +740,7 @@ static const struct sc_binlog_ops sim_binlog_ops = {
     .now_ms = s_now_ms,
     .sleep_ms = s_sleep_ms,
     .gone = s_gone,
+    .watermark = s_watermark,
 };
 
 /* ---- the relay's ops: the database ------------------------------------------------- */
@@ -980,6 +1045,8 @@ static int relay_start(struct world *w, struct relay *r)
     r->amqp.open = 0;
     r->amqp.nq = 0;
     memset(&r->tx, 0, sizeof r->tx);
+    memset(&r->wm, 0, sizeof r->wm);
+    r->wm_at = 0;
     sc_relay_metrics_init(&r->m, r->worker_id);
     if (sc_binlog_core_init(&r->bcore, &sim_binlog_ops, r, r->worker_id, w->batch, w->lease_ms, w->poll_ms))
         return -1;
@@ -1034,6 +1101,7 @@ static int setup(struct world *w, uint64_t seed, int verbose)
     w->st = st;
     w->seed = seed;
     w->rng = seed * 0x2545f4914f6cdd1dULL + 0x62696e6c6f67ULL;
+    w->rng2 = seed * 0x9e3779b97f4a7c15ULL + 0x77617465726dULL;
     w->verbose = verbose;
     w->confirm_ms = (int)range(w, 30, 400);
     w->lease_ms = (int)range(w, w->confirm_ms + 100, 4 * w->confirm_ms + 200);
@@ -1053,6 +1121,7 @@ static int setup(struct world *w, uint64_t seed, int verbose)
         struct tx *x = &w->txs[t];
         at += chance(w, 0.6) ? 0 : range(w, 0, (w->fault_end + 2000) / 8);
         x->commit_at = at;
+        x->begin_at = at;
         int pick = (int)range(w, 0, 99);
         x->kind = pick < 65 ? TX_OUTBOX : pick < 78 ? TX_OTHER : pick < 85 ? TX_DDL : TX_ROLLBACK;
         x->begin_query = chance(w, 0.3);
@@ -1066,8 +1135,14 @@ static int setup(struct world *w, uint64_t seed, int verbose)
             x->nrows = MAX_ROWS - w->n_rows;
         x->row0 = w->n_rows;
         x->split = chance(w, 0.3) ? (int)range(w, 0, x->nrows) : x->nrows;
+        /* a producer transaction open from a little to several seconds before
+         * its commit, its rows created in between (drawn apart: rng2) */
+        uint64_t d = splitmix(&w->rng2);
+        int64_t open_ms = d % 4 == 0 ? (int64_t)(d >> 8) % 6000 : (int64_t)(d >> 8) % 50;
+        x->begin_at = at > open_ms ? at - open_ms : 0;
         for (int k = 0; k < x->nrows; k++) {
             struct row *y = &w->rows[w->n_rows++];
+            y->created_at = x->begin_at + (int64_t)(splitmix(&w->rng2) % (uint64_t)(at - x->begin_at + 1));
             make_id(w, y->id, sizeof y->id);
             y->tx = t;
             y->atype = "ORDER";
@@ -1129,6 +1204,13 @@ static void after_step(struct world *w, struct relay *r)
     for (int i = 0; i < w->n_rows; i++)
         if (w->rows[i].rolled_back && w->rows[i].published)
             violation(w, "row %s of a rolled back transaction was published", w->rows[i].id);
+    for (int i = 0; i < w->n_rows; i++) {
+        const struct row *x = &w->rows[i];
+        if (!x->rolled_back && !x->confirmed && !x->failed && EPOCH_US + x->created_at * 1000 < w->ck_w)
+            violation(w, "the checkpoint's watermark passed row %s (transaction %d, created at %lld ms, %s), "
+                      "which is neither confirmed nor FAILED: inspect and purge take it for published",
+                      x->id, x->tx, (long long)x->created_at, w->txs[x->tx].logged ? "committed" : "not committed");
+    }
 }
 
 static int run(struct world *w, uint64_t seed, int verbose)
@@ -1268,6 +1350,8 @@ int main(int argc, char **argv)
            st->absent_reads, st->read_fails, st->ckpt_errors, st->ckpt_lost_written + st->ckpt_lost_unwritten,
            st->ckpt_lost_written, st->ckpt_lost_unwritten, st->nacks, st->lates, st->drops, st->crashes,
            st->pauses, st->takeovers, st->rotations, st->ckpt_writes, st->rewinds);
+    printf("# watermark: %llu samples (%llu held back by an open transaction), %llu checkpoint writes "
+           "moved it\n", st->wm_samples, st->wm_held, st->wm_stores);
     if (!single && count >= 1000) {
         /* A simulation that stopped exercising a fault proves nothing about it. */
         tap(st->cuts_mid_tx > 0 && st->dup_streams > 0 && st->rotations > 0,
@@ -1279,6 +1363,8 @@ int main(int argc, char **argv)
         tap(st->nacks > 0 && st->lates > 0 && st->drops > 0, "confirms nacked and late, connections dropped");
         tap(st->crashes > 0 && st->takeovers > 0 && st->rolled_back > 0 && st->failed_rows > 0,
             "relays killed, leases taken over, rolled back rows, rows FAILED");
+        tap(st->wm_held > 0 && st->wm_stores > 0,
+            "watermark samples held back by open transactions, and stored by checkpoints");
     }
     printf("1..%d\n", n_tap);
     return failures ? 1 : 0;
