@@ -39,6 +39,9 @@ int sc_relay_tenants_init(struct sc_relay_tenants *ts, const struct sc_config *c
         sc_relay_db_init_tenant(&t->db, cfg, worker_id, t->urls, t->n_urls, ts->binds, ts->lens);
         ts->n++;
     }
+    /* "closed" until the core's first db_open: that sets the readiness
+     * gauge. */
+    ts->closed = 1;
     atomic_store(&m->tenants, ts->n);
     atomic_store(&m->tenant_sessions, 0);
     atomic_store(&m->tenants_down, 0);
@@ -154,6 +157,7 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
         if (ts->beat)
             ts->beat(ts->beat_arg);
         struct sc_db_err e = {0};
+        int was_open = sc_relay_db_is_open(&t->db);
         if (session_open(ts, t, &e)) {
             tenant_failed(ts, t, "connecting", &e);
             continue;
@@ -161,6 +165,20 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
         t->last_use_ms = now;
         atomic_fetch_add(&ts->m->claims, 1);
         int n = sc_relay_db_claim(&t->db, rows, max, &e);
+        if (n < 0 && was_open && e.cls == SC_DBERR_CONNECTION) {
+            /* A session that sat open may only have idled out on the
+             * server (wait_timeout): made once more before the tenant
+             * counts as down. */
+            clear_rows(rows, max);
+            session_close(ts, t);
+            memset(&e, 0, sizeof e);
+            if (session_open(ts, t, &e)) {
+                tenant_failed(ts, t, "connecting", &e);
+                continue;
+            }
+            atomic_fetch_add(&ts->m->claims, 1);
+            n = sc_relay_db_claim(&t->db, rows, max, &e);
+        }
         if (n < 0) {
             clear_rows(rows, max);
             atomic_fetch_add(&ts->m->claim_failed, 1);

@@ -113,15 +113,15 @@ def relay_tenant_url():
     return re.sub(r"/app$", "/" + PREFIX + "{tenant}", os.environ["SC_TEST_MYSQL_RELAY_URL"])
 
 
-def insert_tenant_outbox(tenant, n, base=1000):
+def insert_tenant_outbox(tenant, n, base=1000, one_aggregate=False):
     """Inserts n PENDING outbox rows into the tenant's database, aggregate
     ids (integer order ids, as the sample handler wants) base, base + 1,
-    ..., created_at strictly increasing in insertion order; returns their
-    event ids."""
+    ... (or all base, one_aggregate), event_version 1, 2, ..., created_at
+    strictly increasing in insertion order; returns their event ids."""
     import json
     import uuid
     ids = [str(uuid.uuid4()) for _ in range(n)]
-    rows = [(eid, str(base + i), 1 + i, json.dumps({"orderId": base + i}), i)
+    rows = [(eid, str(base if one_aggregate else base + i), 1 + i, json.dumps({"orderId": base + i}), i)
             for i, eid in enumerate(ids)]
     with _root(PREFIX + tenant) as c, c.cursor() as cur:
         cur.execute("SELECT UTC_TIMESTAMP(6)")
