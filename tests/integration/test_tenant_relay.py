@@ -5,7 +5,8 @@ consumer with tenants.key "extension:tenant" lands each event in its
 tenant's database; a tenant with a backlog of 5,000 rows delays another's
 first event by at most one batch; a tenant whose database is dropped is
 logged once per change of its error while the other keeps publishing, and
-publishes again once it is back; idle tenants cost one claim each per
+publishes again once it is back; at most tenants.max_connections sessions
+are open (three busy tenants, a cap of 2); idle tenants cost one claim each per
 relay.poll_ms (counted by the relay and by the server); relay.source
 "binlog" with tenants is refused at start."""
 import collections
@@ -155,6 +156,27 @@ ok("relay-secret" not in r.text(), "no password in the log of the failures")
 got = collections.Counter(json.loads(b)["id"] for _, _, b in drain_with_keys(q))
 is_eq(sorted(k for k in got if got[k] != 1), [], "every event of this part published once")
 is_eq((len(got), set(got) ^ set(ia2 + ia3 + ib2)), (32, set()), "exactly A's 25 and B's 7")
+
+# --- sessions bounded: three tenants, max_connections 2 ------------------------
+C = "c_" + sfx
+make_tenant_db(C)
+grant_relay(C)
+lots = {t: insert_tenant_outbox(t, 300, 8000) for t in (A, B, C)}
+r = tenant_relay([A, B, C], batch=20, extra_tenants={"max_connections": 2}).start()
+most = [0]
+
+
+def all_published():
+    most[0] = max(most[0], gauge(r, "sidecar_relay_tenant_sessions") or 0)
+    return all(published(t, ids) == 300 for t, ids in lots.items())
+
+
+ok(wait_until(all_published, timeout=90, step=0.05), "max_connections 2: three tenants' 900 rows PUBLISHED")
+is_eq(most[0], 2, "never more than 2 sessions open (the least recently used closed first)")
+is_eq(r.stop(), 0, "clean exit")
+got = collections.Counter(json.loads(b)["id"] for _, _, b in drain_with_keys(q))
+is_eq((len(got), sum(got.values())), (900, 900), "900 events, each published once")
+drop_tenant_db(C)
 
 # --- per_aggregate, per tenant: one aggregate of 30 events in each ------------
 oa, ob = insert_tenant_outbox(A, 30, 7000, one_aggregate=True), insert_tenant_outbox(B, 30, 7000, one_aggregate=True)
