@@ -271,7 +271,8 @@ static const struct field relay_fields[] = {
      .help = "`poll`: claim and mark rows (SELECT ... FOR UPDATE SKIP LOCKED). `binlog`: read the "
              "inserts of `outbox_event` from the binary log as a replication client, write one "
              "checkpoint per batch and no outbox row per event (needs the grants of "
-             "`sql/grants/relay_binlog.sql`; [operations.md](operations.md#binlog-relay))"},
+             "`sql/grants/relay_binlog.sql`; [operations.md](operations.md#binlog-relay)); not "
+             "with a `tenants` section (refused at start)"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 
@@ -326,14 +327,16 @@ static const struct field tenants_fields[] = {
              "at most 48 letters, digits, `_` and `-`)"},
     {.key = "max_connections", .type = F_INT, .off = TEN(max_connections), .min = 1,
      .max = 10000, .def_int = 100,
-     .help = "tenant database sessions open at once per process, shared out evenly among the "
-             "workers (at least one each); the least recently used is closed first"},
+     .help = "tenant database sessions open at once per process (a consumer shares them out "
+             "evenly among its workers, at least one each; the relay has them all); the least "
+             "recently used is closed first"},
     {.key = "idle_close_ms", .type = F_INT, .off = TEN(idle_close_ms), .min = 1000,
      .max = 86400000, .def_int = 60000,
      .help = "a tenant session unused this long is closed"},
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",
-     .help = "the tenants by name (each must match `names`)"},
+     .help = "the tenants by name (each must match `names`): the databases `check` reaches "
+             "and the relay reads ([contract.md](contract.md#the-relay-with-tenants))"},
 };
 static const struct table tenants_table = {tenants_fields, N(tenants_fields),
                                            sizeof(struct sc_tenants_config)};

@@ -174,6 +174,7 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
     atomic_store(&m->binlog_lag_ms, -1);
     atomic_store(&m->binlog_lag_bytes, -1);
     atomic_store(&m->held_aggregates, -1);
+    atomic_store(&m->tenants, -1);
 }
 
 int sc_metrics_register_consumer(struct sc_consumer_metrics *m)
@@ -397,6 +398,7 @@ char *sc_metrics_render(void)
             {"sidecar_relay_unconfirmed_total", "Events without a confirm in time.", &r->unconfirmed},
             {"sidecar_relay_claim_failed_total", "Claim transactions that failed (retried with backoff).", &r->claim_failed},
             {"sidecar_relay_invalid_total", "Outbox rows refused as invalid CloudEvents and marked FAILED.", &r->invalid},
+            {"sidecar_relay_claims_total", "Claim transactions run (with tenants: one per tenant database claimed from).", &r->claims},
         };
         for (size_t k = 0; k < sizeof counters / sizeof *counters; k++)
             emit(&o, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %llu\n", counters[k].name,
@@ -432,6 +434,15 @@ char *sc_metrics_render(void)
                      "per_aggregate publishes none of their other events until it is repaired.\n"
                      "# TYPE sidecar_relay_held_aggregates gauge\nsidecar_relay_held_aggregates{%s} %lld\n",
                  lab, held);
+        if (atomic_load(&r->tenants) >= 0)
+            emit(&o, "# HELP sidecar_relay_tenants Tenant databases the relay reads (tenants.list).\n"
+                     "# TYPE sidecar_relay_tenants gauge\nsidecar_relay_tenants{%s} %d\n"
+                     "# HELP sidecar_relay_tenant_sessions Tenant database sessions open.\n"
+                     "# TYPE sidecar_relay_tenant_sessions gauge\nsidecar_relay_tenant_sessions{%s} %d\n"
+                     "# HELP sidecar_relay_tenants_down Tenants whose database cannot be used now.\n"
+                     "# TYPE sidecar_relay_tenants_down gauge\nsidecar_relay_tenants_down{%s} %d\n",
+                 lab, atomic_load(&r->tenants), lab, atomic_load(&r->tenant_sessions), lab,
+                 atomic_load(&r->tenants_down));
         emit(&o, "# HELP sidecar_relay_connected Connected to the server.\n# TYPE sidecar_relay_connected gauge\n"
                  "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));

@@ -59,6 +59,10 @@ struct sc_relay_metrics {
     atomic_llong binlog_lag_ms, binlog_lag_bytes; /* relay.source binlog: checkpoint behind the
                                                       server's end; -1 otherwise */
     atomic_int db_connected, amqp_connected;
+    atomic_ullong claims;        /* claim transactions run (one per tenant claimed from) */
+    atomic_int tenants;          /* tenants.list's size; -1 without tenants */
+    atomic_int tenant_sessions;  /* tenant database sessions open */
+    atomic_int tenants_down;     /* tenants whose database cannot be used now */
 };
 
 /* The process registers what it runs, any number of consumers; the HTTP

@@ -16,6 +16,7 @@
 #include "binlog_source.h"
 #include "relay_core.h"
 #include "relay_db.h"
+#include "relay_tenants.h"
 
 /* What the core's seams reach in the daemon: MariaDB/MySQL and RabbitMQ. */
 struct relay_io {
@@ -24,6 +25,9 @@ struct relay_io {
     struct sc_relay_db db;
     struct sc_binlog_source binlog; /* relay.source "binlog" */
     struct sc_amqp amqp;
+    struct sc_relay_tenants tenants; /* a tenants section: a database per tenant */
+    struct sc_relay_metrics *m;
+    int64_t last_beat_ms; /* the tenants' own heartbeats, between tenants */
 };
 
 static int io_db_open(void *io, struct sc_db_err *e)
@@ -43,6 +47,7 @@ static int io_db_is_open(void *io)
 
 static int io_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
 {
+    atomic_fetch_add(&((struct relay_io *)io)->m->claims, 1);
     return sc_relay_db_claim(&((struct relay_io *)io)->db, rows, max, e);
 }
 
@@ -190,6 +195,78 @@ static const struct sc_relay_ops binlog_ops = {
     .batch_done = io_b_batch_done,
 };
 
+/* With tenants: the database calls go to the tenant pool. Its sessions open
+ * and fail per tenant inside the claim and the marks; "open" here only says
+ * that no mark failed since the last round began (the readiness gauge). */
+#define TENANTS(io) (&((struct relay_io *)(io))->tenants)
+static int io_t_db_open(void *io, struct sc_db_err *e)
+{
+    (void)e;
+    TENANTS(io)->closed = 0;
+    return 0;
+}
+static void io_t_db_close(void *io)
+{
+    sc_relay_tenants_close_current(TENANTS(io));
+    TENANTS(io)->closed = 1;
+}
+static int io_t_db_is_open(void *io) { return !TENANTS(io)->closed; }
+static int io_t_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    (void)e;
+    return sc_relay_tenants_claim(TENANTS(io), rows, max);
+}
+static int io_t_mark_published(void *io, struct sc_relay_row *const *rows, int n, unsigned char *marked,
+                               struct sc_db_err *e)
+{
+    return sc_relay_tenants_mark_published(TENANTS(io), rows, n, marked, e);
+}
+static int io_t_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e)
+{
+    return sc_relay_tenants_mark_failed(TENANTS(io), row, e);
+}
+static int io_t_rollback(void *io, struct sc_db_err *e) { return sc_relay_tenants_rollback(TENANTS(io), e); }
+static void io_t_batch_done(void *io, const struct sc_relay_batch *b)
+{
+    sc_relay_tenants_batch_done(TENANTS(io), b);
+}
+static int io_t_idle_wait_ms(void *io) { return sc_relay_tenants_idle_wait_ms(TENANTS(io)); }
+
+/* Between two tenants' claims (a round over many tenants can outlast half
+ * a heartbeat): one heartbeat frame when half the interval has passed. */
+static void tenants_beat(void *arg)
+{
+    struct relay_io *r = arg;
+    int hb = r->cfg->amqp_heartbeat_s * 1000;
+    int64_t now = sc_now_ms();
+    if (hb <= 0 || !sc_amqp_connected(&r->amqp) || now - r->last_beat_ms < hb / 2)
+        return;
+    r->last_beat_ms = now;
+    sc_amqp_heartbeat(&r->amqp);
+}
+
+static const struct sc_relay_ops tenant_ops = {
+    .db_open = io_t_db_open,
+    .db_close = io_t_db_close,
+    .db_is_open = io_t_db_is_open,
+    .claim = io_t_claim,
+    .mark_published = io_t_mark_published,
+    .mark_failed = io_t_mark_failed,
+    .rollback = io_t_rollback,
+    .amqp_open = io_amqp_open,
+    .amqp_close = io_amqp_close,
+    .amqp_is_open = io_amqp_is_open,
+    .publish = io_publish,
+    .collect = io_collect,
+    .reopen = io_reopen,
+    .service = io_service,
+    .heartbeat = io_heartbeat,
+    .now_ms = io_now_ms,
+    .backoff_ms = io_backoff_ms,
+    .batch_done = io_t_batch_done,
+    .idle_wait_ms = io_t_idle_wait_ms,
+};
+
 static void default_worker_id(char *out, size_t len)
 {
     char host[128] = "relay";
@@ -203,7 +280,20 @@ int sc_relay_run(const struct sc_config *cfg)
         fprintf(stderr, "sidecar: relay: the config has no \"relay\" section\n");
         return 2;
     }
-    if (sc_schema_startup(cfg, sc_schema_relay_parts(cfg)))
+    int tenants = cfg->tenants.present;
+    if (tenants && sc_relay_binlog(&cfg->relay)) {
+        fprintf(stderr, "sidecar: relay: relay.source \"binlog\" with a tenants section is not built: "
+                "use relay.source \"poll\" (the default) or leave tenants out\n");
+        return 2;
+    }
+    if (tenants && cfg->tenants.n_list == 0) {
+        fprintf(stderr, "sidecar: relay: tenants.list is empty: the relay reads the outbox of the "
+                "tenants it names\n");
+        return 2;
+    }
+    /* With tenants mysql.url is not the relay's: `sidecar check --tenant`
+     * checks each tenant's schema. */
+    if (!tenants && sc_schema_startup(cfg, sc_schema_relay_parts(cfg)))
         return 2;
     char oerr[256];
     if (cfg->otel_endpoint && sc_otel_start(cfg->otel_endpoint, "sidecar-relay", oerr, sizeof oerr)) {
@@ -233,15 +323,20 @@ int sc_relay_run(const struct sc_config *cfg)
         .checkpointed = sc_relay_binlog(rc),
     };
     struct sc_relay_core core;
-    const struct sc_relay_ops *ops = sc_relay_binlog(rc) ? &binlog_ops : &relay_ops;
+    const struct sc_relay_ops *ops = tenants ? &tenant_ops : sc_relay_binlog(rc) ? &binlog_ops : &relay_ops;
+    sc_relay_metrics_init(&m, worker_id);
+    io.m = &m;
     if (sc_relay_db_init(&io.db, cfg, worker_id) || sc_binlog_source_init(&io.binlog, cfg, worker_id) ||
+        (tenants && sc_relay_tenants_init(&io.tenants, cfg, worker_id, &m)) ||
         sc_relay_core_init(&core, &p, ops, &io, &m)) {
         sc_error("relay: out of memory");
+        sc_relay_tenants_free(&io.tenants);
         sc_binlog_source_free(&io.binlog);
         sc_relay_db_free(&io.db);
         return 1;
     }
-    sc_relay_metrics_init(&m, worker_id);
+    io.tenants.beat = tenants_beat;
+    io.tenants.beat_arg = &io;
     if (sc_relay_binlog(rc)) {
         io.binlog.m = &m;
         atomic_store(&m.binlog_lag_bytes, 0);
@@ -254,6 +349,7 @@ int sc_relay_run(const struct sc_config *cfg)
         !(http = sc_http_start(cfg->http_listen, err, sizeof err))) {
         sc_error("%s", err);
         sc_relay_core_free(&core);
+        sc_relay_tenants_free(&io.tenants);
         sc_binlog_source_free(&io.binlog);
         sc_relay_db_free(&io.db);
         return 1;
@@ -261,15 +357,19 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_info("relay %s: publishing outbox_event to exchange %s (source %s, batch %d, lease %d ms, "
             "ordering %s, %s mode, messages up to %d bytes)", worker_id, rc->exchange, rc->source,
             rc->batch, rc->lease_ms, rc->ordering, rc->content_mode, rc->max_message_bytes);
+    if (tenants)
+        sc_info("relay %s: reading the outbox of %zu tenant databases (tenants.list): one batch per "
+                "tenant per round, an idle tenant claimed from once per %d ms, at most %d sessions "
+                "open", worker_id, cfg->tenants.n_list, rc->poll_ms, cfg->tenants.max_connections);
     sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 
     while (!sc_stop_requested()) {
         /* In binlog mode rows stay PENDING: counted against the watermark,
          * and not at all on a schema without one. */
-        if (core.phase == SC_RELAY_CLAIM && !sc_relay_binlog(rc))
+        if (core.phase == SC_RELAY_CLAIM && !sc_relay_binlog(rc) && !tenants)
             sc_relay_db_refresh_gauges(&io.db, &io.db.db, &m);
-        else if (core.phase == SC_RELAY_CLAIM && io.binlog.ckpt.wm_column)
+        else if (core.phase == SC_RELAY_CLAIM && sc_relay_binlog(rc) && io.binlog.ckpt.wm_column)
             sc_relay_db_refresh_gauges(&io.db, &io.binlog.db, &m);
         int wait = sc_relay_step(&core);
         if (wait > 0)
@@ -293,6 +393,7 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_http_stop(http);
     sc_amqp_close(&io.amqp);
     sc_relay_core_free(&core);
+    sc_relay_tenants_free(&io.tenants);
     sc_binlog_source_free(&io.binlog);
     sc_relay_db_free(&io.db);
     return gone ? 2 : 0;

@@ -74,7 +74,7 @@ static void phase_claim(struct sc_relay_core *c)
     }
     if (n == 0) {
         c->idle = 1;
-        c->round_wait = c->p.claim_waits ? 0 : c->poll;
+        c->round_wait = c->p.claim_waits ? 0 : c->ops->idle_wait_ms ? c->ops->idle_wait_ms(c->io) : c->poll;
         c->poll = c->poll * 2 > c->p.poll_ms ? c->p.poll_ms : c->poll * 2;
         return;
     }

@@ -73,6 +73,9 @@ struct sc_relay_row {
     long long version;
     char traceparent[56];  /* W3C trace context, empty when the row has none */
     char *tracestate;      /* NULL when none */
+    /* filled by a claim with tenants (relay_tenants.c), else NULL and 0 */
+    const char *tenant;    /* its tenant's name: the CloudEvents extension `tenant` */
+    int source;            /* its tenant's index in tenants.list */
     /* the relay's */
     enum sc_relay_row_state state;
     enum sc_relay_fail_cause cause; /* SC_ROW_INVALID: which kind of reason */
@@ -145,6 +148,11 @@ struct sc_relay_ops {
     /* Optional (the binlog source's): every claimed batch ends here once, in
      * claim order, with each row in its terminal state. */
     void (*batch_done)(void *io, const struct sc_relay_batch *b);
+
+    /* Optional (tenants'): how long the relay waits after a claim that found
+     * nothing, in ms (until the next tenant is due). Without it the wait is
+     * the idle poll, 5 ms doubling to poll_ms. */
+    int (*idle_wait_ms)(void *io);
 };
 
 enum sc_relay_phase {

@@ -112,11 +112,29 @@ int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const c
     return d->binds && d->lens ? 0 : -1;
 }
 
+void sc_relay_db_init_tenant(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id,
+                             char *const *urls, size_t n_urls, MYSQL_BIND *binds, unsigned long *lens)
+{
+    memset(d, 0, sizeof *d);
+    d->cfg = cfg;
+    d->worker_id = worker_id;
+    d->batch = cfg->relay.batch;
+    d->per_aggregate = sc_relay_per_aggregate(&cfg->relay);
+    d->lease_ms = cfg->relay.lease_ms;
+    d->binds = binds;
+    d->lens = lens;
+    d->urls = urls;
+    d->n_urls = n_urls;
+    d->shared = 1;
+}
+
 void sc_relay_db_free(struct sc_relay_db *d)
 {
     sc_db_close(&d->db);
-    free(d->binds);
-    free(d->lens);
+    if (!d->shared) {
+        free(d->binds);
+        free(d->lens);
+    }
     d->binds = NULL;
     d->lens = NULL;
 }
@@ -176,7 +194,8 @@ int sc_relay_db_open(struct sc_relay_db *d, struct sc_db_err *e)
     /* READ COMMITTED: the claim locks only the rows it takes, no gaps, so
      * producers inserting new outbox rows never wait on (or deadlock with)
      * a claim. */
-    if (sc_db_connect(&d->db, d->cfg, e) ||
+    if ((d->urls ? sc_db_connect_urls(&d->db, d->cfg, d->urls, d->n_urls, e)
+                 : sc_db_connect(&d->db, d->cfg, e)) ||
         sc_db_query(&d->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", e) ||
         sc_db_settings_check(&d->db, e) || prepare(d, e)) {
         sc_db_close(&d->db);

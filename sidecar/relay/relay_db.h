@@ -19,12 +19,21 @@ struct sc_relay_db {
     MYSQL_STMT *mark_failed;    /* SET FAILED ... WHERE event_id = ? AND status AND lease_owner */
     MYSQL_BIND *binds;
     unsigned long *lens;
+    char *const *urls;  /* a tenant's database (its nodes), NULL: mysql.url */
+    size_t n_urls;
+    int shared;         /* binds and lens belong to the tenants' pool */
     int64_t last_gauge_ms, gauge_interval_ms;
 };
 
 /* Returns 0, or -1 out of memory. */
 int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id);
 void sc_relay_db_free(struct sc_relay_db *d);
+
+/* The same for one tenant's database urls[0..n): binds and lens (batch + 2
+ * each) are the pool's, shared by its tenants (one statement runs at a
+ * time), and not freed here. */
+void sc_relay_db_init_tenant(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id,
+                             char *const *urls, size_t n_urls, MYSQL_BIND *binds, unsigned long *lens);
 
 /* Connects (READ COMMITTED), checks the server settings, prepares. */
 int sc_relay_db_open(struct sc_relay_db *d, struct sc_db_err *e);

@@ -154,6 +154,8 @@ static void binary_headers(struct sc_relay_row *o, const struct sc_relay_trace *
     v->key = amqp_cstring_bytes("cloudEvents:eventversion");
     v->value.kind = AMQP_FIELD_KIND_I64;
     v->value.value.i64 = o->version;
+    if (o->tenant)
+        header_text(o, "cloudEvents:tenant", o->tenant);
     if (tc->traceparent)
         header_text(o, "cloudEvents:traceparent", tc->traceparent);
     if (tc->tracestate)
@@ -213,6 +215,10 @@ enum sc_relay_build sc_relay_message_build(struct sc_relay_row *o, const struct 
     bad |= append_json_string(&t, o->time);
     append_raw(&t, ",\"eventversion\":");
     append_raw(&t, num);
+    if (o->tenant) { /* with tenants: the extension attribute tenants.key can name */
+        append_raw(&t, ",\"tenant\":");
+        bad |= append_json_string(&t, o->tenant);
+    }
     if (tc.traceparent) {
         append_raw(&t, ",\"traceparent\":");
         bad |= append_json_string(&t, tc.traceparent);

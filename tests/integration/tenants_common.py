@@ -95,3 +95,40 @@ def tenant_count(tenant, table, ids):
 def tenant_url():
     """The consumer's URL with {tenant} in the database name."""
     return re.sub(r"/app$", "/" + PREFIX + "{tenant}", os.environ["SC_TEST_MYSQL_CONSUMER_URL"])
+
+
+def grant_relay(tenant):
+    """sql/grants/relay.sql's grants on the tenant's database (the user
+    exists already)."""
+    db = PREFIX + tenant
+    path = os.path.join(ROOT, "sql", "grants", "relay.sql")
+    with _root() as c, c.cursor() as cur:
+        for g in _statements(path):
+            if g.strip().upper().startswith("GRANT"):
+                cur.execute(re.sub(r"\bON app\.", f"ON `{db}`.", g))
+
+
+def relay_tenant_url():
+    """The relay's URL with {tenant} in the database name."""
+    return re.sub(r"/app$", "/" + PREFIX + "{tenant}", os.environ["SC_TEST_MYSQL_RELAY_URL"])
+
+
+def insert_tenant_outbox(tenant, n, base=1000, one_aggregate=False):
+    """Inserts n PENDING outbox rows into the tenant's database, aggregate
+    ids (integer order ids, as the sample handler wants) base, base + 1,
+    ... (or all base, one_aggregate), event_version 1, 2, ..., created_at
+    strictly increasing in insertion order; returns their event ids."""
+    import json
+    import uuid
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    rows = [(eid, str(base if one_aggregate else base + i), 1 + i, json.dumps({"orderId": base + i}), i)
+            for i, eid in enumerate(ids)]
+    with _root(PREFIX + tenant) as c, c.cursor() as cur:
+        cur.execute("SELECT UTC_TIMESTAMP(6)")
+        for k in range(0, n, 1000):
+            cur.executemany(
+                "INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type,"
+                " event_version, payload, status, created_at) VALUES"
+                " (%s, 'ORDER', %s, 'ORDER_ACCEPTED', %s, %s, 'PENDING',"
+                " UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)", rows[k:k + 1000])
+    return ids

@@ -175,6 +175,38 @@ static void size_bound(void)
     sc_relay_row_clear(&r);
 }
 
+/* With tenants: the row's tenant as the CloudEvents extension attribute
+ * `tenant` in both modes (what tenants.key "extension:tenant" reads), and
+ * nothing of it without. */
+static void tenant_attribute(void)
+{
+    char why[256] = "";
+    struct sc_publish m;
+    struct sc_relay_row r = row("ORDER", "1", "T", "{}");
+    r.tenant = "acme_1";
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_BUILT, "tenant: built");
+    ok(strstr(m.body.bytes, ",\"tenant\":\"acme_1\",") != NULL, "structured: a tenant member in the body");
+    struct sc_parsed_event e;
+    char reason[256] = "";
+    ok(sc_event_parse(m.body.bytes, m.body.len, ID, 36, &e, reason, sizeof reason) == 0,
+       "structured: the consumer parses it (%s)", reason);
+    sc_event_free(&e);
+    ok(!header(&m, "cloudEvents:tenant"), "structured: no tenant header");
+    free(r.body);
+    r.body = NULL;
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_BUILT, "tenant: built binary");
+    ok(header_is(&m, "cloudEvents:tenant", "acme_1"), "binary: a cloudEvents:tenant header");
+    sc_relay_row_clear(&r);
+    r = row("ORDER", "1", "T", "{}");
+    is_int(sc_relay_message_build(&r, &structured, &m, why, sizeof why), SC_RELAY_BUILT, "no tenant: built");
+    ok(!strstr(m.body.bytes, "tenant"), "no tenant: no member");
+    free(r.body);
+    r.body = NULL;
+    is_int(sc_relay_message_build(&r, &binary, &m, why, sizeof why), SC_RELAY_BUILT, "no tenant: built binary");
+    ok(!header(&m, "cloudEvents:tenant"), "no tenant: no header");
+    sc_relay_row_clear(&r);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -225,5 +257,6 @@ int main(void)
     binary_mode();
     trace_context();
     size_bound();
+    tenant_attribute();
     return done();
 }
