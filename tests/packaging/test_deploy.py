@@ -78,7 +78,7 @@ pages = {"sidecar.1": os.path.join(mandir, "man1", "sidecar.1"),
 ok(all(os.path.isfile(p) for p in pages.values()), "man pages sidecar(1) and sidecar.json(5)", pages)
 exdir = os.path.join(top, opts["datadir"], "doc", "sidecar", "examples")
 examples = sorted(os.listdir(exdir)) if os.path.isdir(exdir) else []
-ok(examples == ["consume-tenants.json", "consume.json", "purge.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
+ok(examples == ["consume-tenants.json", "consume.json", "purge.json", "relay-tenants.json", "relay.json"], "example configs in share/doc/sidecar/examples", examples)
 
 # The examples are valid configs: check gets past config and handlers and
 # fails only at connecting (exit 1, not 2), with unreachable URLs given.
