@@ -333,7 +333,8 @@ static const struct field tenants_fields[] = {
      .help = "a tenant session unused this long is closed"},
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",
-     .help = "the tenants by name (each must match `names`)"},
+     .help = "the tenants by name (each must match `names`): the ones `check`, `migrate --all` and "
+             "`purge` go over"},
 };
 static const struct table tenants_table = {tenants_fields, N(tenants_fields),
                                            sizeof(struct sc_tenants_config)};
