@@ -335,8 +335,8 @@ static const struct field tenants_fields[] = {
      .help = "a tenant session unused this long is closed"},
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",
-     .help = "the tenants by name (each must match `names`): the databases `check` reaches "
-             "and the relay reads ([contract.md](contract.md#the-relay-with-tenants))"},
+     .help = "the tenants by name (each must match `names`): the databases `check`, `migrate --all` "
+             "and `purge` go over and the relay reads ([contract.md](contract.md#the-relay-with-tenants))"},
 };
 static const struct table tenants_table = {tenants_fields, N(tenants_fields),
                                            sizeof(struct sc_tenants_config)};

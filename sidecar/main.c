@@ -15,7 +15,6 @@
 #include "relay/relay.h"
 #include "admin/try.h"
 #include "sc_build_config.h"
-#include "tenant.h"
 
 /* One row per command: its name, how it is called, what it does, whether
  * it takes arguments after -c FILE, whether it talks to the broker, where
@@ -61,22 +60,8 @@ static int run_check(const struct sc_config *cfg, int argc, char **argv)
             return 2;
         }
     }
-    if (tenant && !cfg->tenants.present) {
-        fprintf(stderr, "sidecar: check: --tenant needs a tenants section in the config\n");
+    if (tenant && sc_admin_tenant_ok(cfg, "check", tenant))
         return 2;
-    }
-    if (tenant) {
-        regex_t re;
-        char why[256];
-        if (sc_tenant_names_compile(cfg->tenants.names, &re, why, sizeof why))
-            return 2;
-        int good = sc_tenant_name_ok(&re, tenant, why, sizeof why);
-        regfree(&re);
-        if (!good) {
-            fprintf(stderr, "sidecar: check: --tenant: %s\n", why);
-            return 2;
-        }
-    }
     int rc = sc_check_run(cfg);
     int t = sc_check_tenants(cfg, tenant);
     return rc == 2 || t == 2 ? 2 : rc | t;
@@ -90,11 +75,17 @@ static const struct command commands[] = {
     {"check", "check   -c FILE [--tenant NAME]", "validate the config, load handlers, connect to "
      "both servers (with tenants: to each listed tenant's database, or NAME's)", 1,
      0, 1, NULL, run_check},
-    {"inspect", "inspect -c FILE EVENT_ID [--source SOURCE] [--json] | --aggregate TYPE ID [--json]",
-     "the event's state everywhere, or every event of an aggregate in order; exit 1 when "
-     "nothing is known", 1, 0, 1, NULL, sc_inspect_run},
-    {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force]",
-     "delete consumed_event and PUBLISHED outbox_event rows past retention (database only)", 1,
+    {"migrate", "migrate -c FILE [--tenant NAME | --all] [--schema DIR]",
+     "apply every schema file (DIR, default " SC_SCHEMA_DIR ") to mysql.url's database, NAME's, "
+     "or each tenant of tenants.list; creates no database (database only)", 1, 0, 0, NULL,
+     sc_migrate_run},
+    {"inspect", "inspect -c FILE EVENT_ID [--source SOURCE] [--json] | --aggregate TYPE ID [--json]"
+     " [--tenant NAME]",
+     "the event's state everywhere, or every event of an aggregate in order (in NAME's "
+     "database); exit 1 when nothing is known", 1, 0, 1, NULL, sc_inspect_run},
+    {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force] [--tenant NAME]",
+     "delete consumed_event and PUBLISHED outbox_event rows past retention, in mysql.url's "
+     "database and each tenant of tenants.list, or only NAME's (database only)", 1,
      0, 0, NULL, sc_purge_run},
     {"dlq", "dlq     -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]",
      "list, show or replay dead-lettered messages; release a held key", 1, 0, 1, NULL, sc_dlq_run},
@@ -115,7 +106,7 @@ static void usage(FILE *out)
           "  help config\n      every config key, its default and bounds (Markdown)\n"
           "\n"
           "Environment: SIDECAR_AMQP_URL, SIDECAR_MYSQL_URL (or *_FILE), SIDECAR_LOG_LEVEL.\n"
-          "purge and try never connect to the broker: their config needs no amqp section.\n"
+          "migrate, purge and try never connect to the broker: their config needs no amqp section.\n"
           "http.listen defaults: consume " HTTP_DEFAULT_CONSUME ", relay " HTTP_DEFAULT_RELAY ".\n"
           "Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or bad config.\n",
           out);

@@ -35,6 +35,28 @@ int sc_check_tenants(const struct sc_config *cfg, const char *only);
 struct sc_db;
 int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg);
 
+/* --tenant NAME for the tools: refused (2, after saying why on stderr)
+ * without a tenants section or when tenants.names refuses NAME; else 0. */
+int sc_admin_tenant_ok(const struct sc_config *cfg, const char *cmd, const char *tenant);
+
+/* Takes `--tenant NAME` out of argv (argc shrinks), checked as above:
+ * *tenant is NAME, or NULL when not given. 0, or 2 after saying why. */
+int sc_admin_take_tenant(const struct sc_config *cfg, const char *cmd, int *argc, char **argv,
+                         const char **tenant);
+
+/* Connects to tenant's database (every tenants.database_url node with
+ * {tenant} replaced), or with tenant NULL to mysql.url's. As sc_db_connect. */
+struct sc_db;
+struct sc_db_err;
+int sc_admin_connect(struct sc_db *db, const struct sc_config *cfg, const char *tenant,
+                     struct sc_db_err *e);
+
+/* migrate [--tenant NAME | --all] [--schema DIR]: applies every
+ * sql/schema file to mysql.url's database, NAME's, or each tenant of
+ * tenants.list. 0 when every database was brought current, 1 when one
+ * failed, 2 on bad usage. */
+int sc_migrate_run(const struct sc_config *cfg, int argc, char **argv);
+
 /* Parses 90s, 45m, 36h, 7d (or a plain number of seconds). -1 when bad. */
 long long sc_parse_duration_s(const char *s);
 

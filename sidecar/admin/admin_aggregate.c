@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "admin_rows.h"
 #include "io/db_rows.h"
 #include "io/db_watermark.h"
@@ -210,7 +211,8 @@ static void print_event(const json_t *ev)
     }
 }
 
-int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
+int sc_inspect_aggregate_run(const struct sc_config *cfg, const char *tenant, int argc,
+                             char **argv)
 {
     const char *type = NULL, *id = NULL;
     int as_json = 0;
@@ -226,13 +228,15 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
         }
     }
     if (!type || !type[0] || !id || !id[0]) {
-        fprintf(stderr, "usage: sidecar inspect -c FILE --aggregate TYPE ID [--json]\n");
+        fprintf(stderr, "usage: sidecar inspect -c FILE --aggregate TYPE ID [--json] "
+                "[--tenant NAME]\n");
         return 2;
     }
     struct sc_db db;
     struct sc_db_err e = {0};
-    if (sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar inspect: mysql: error %u: %s\n", e.code, e.msg);
+    if (sc_admin_connect(&db, cfg, tenant, &e)) {
+        fprintf(stderr, "sidecar inspect: %s%s%smysql: error %u: %s\n", tenant ? "tenant " : "",
+                tenant ? tenant : "", tenant ? ": " : "", e.code, e.msg);
         return 1;
     }
     json_t *names = sc_consumer_names_json(&db, cfg, &e);
@@ -262,7 +266,8 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
                 json_array_append(all, ev);
             else {
                 if (total == 1)
-                    printf("aggregate %s %s\n", type, id);
+                    printf("aggregate %s %s%s%s\n", type, id, tenant ? " of tenant " : "",
+                           tenant ? tenant : "");
                 print_event(ev);
             }
         }
@@ -285,6 +290,8 @@ int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv)
     } else if (as_json) {
         json_t *out = json_pack("{s:s, s:s, s:O, s:O}", "aggregate_type", type, "aggregate_id", id,
                                 "consumers", seen, "events", all);
+        if (tenant)
+            json_object_set_new(out, "tenant", json_string(tenant));
         char *text = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n", text);
         free(text);

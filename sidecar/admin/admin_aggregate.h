@@ -40,8 +40,10 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
                           const char *type, const char *id, const char *after, int limit,
                           struct sc_db_err *e);
 
-/* inspect --aggregate TYPE ID [--json]: 0 when the aggregate has events,
- * 1 when it has none (or the database failed), 2 on bad usage. */
-int sc_inspect_aggregate_run(const struct sc_config *cfg, int argc, char **argv);
+/* inspect --aggregate TYPE ID [--json], in tenant's database (NULL:
+ * mysql.url's): 0 when the aggregate has events, 1 when it has none (or the
+ * database failed), 2 on bad usage. */
+int sc_inspect_aggregate_run(const struct sc_config *cfg, const char *tenant, int argc,
+                             char **argv);
 
 #endif

@@ -144,9 +144,12 @@ static void print_effects(const json_t *effects)
 
 int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
 {
+    const char *tenant;
+    if (sc_admin_take_tenant(cfg, "inspect", &argc, argv, &tenant))
+        return 2;
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--aggregate") == 0)
-            return sc_inspect_aggregate_run(cfg, argc, argv);
+            return sc_inspect_aggregate_run(cfg, tenant, argc, argv);
     const char *id = NULL, *source = NULL;
     int as_json = 0;
     for (int i = 0; i < argc; i++) {
@@ -181,12 +184,15 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     id = canon;
     struct sc_db db;
     struct sc_db_err e = {0};
-    if (sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar inspect: mysql: error %u: %s\n", e.code, e.msg);
+    if (sc_admin_connect(&db, cfg, tenant, &e)) {
+        fprintf(stderr, "sidecar inspect: %s%s%smysql: error %u: %s\n", tenant ? "tenant " : "",
+                tenant ? tenant : "", tenant ? ": " : "", e.code, e.msg);
         return 1;
     }
     json_t *out = json_pack("{s:s, s:s*, s:s*}", "event_id", id, "message_id", message_id,
                             "ce_id", ce_id);
+    if (tenant)
+        json_object_set_new(out, "tenant", json_string(tenant));
     struct unread u = {.errors = json_array()};
     int known = 0;
 
@@ -293,6 +299,8 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
             printf("event %s (UUIDv5 of source '%s' and id '%s')\n", id, source, ce_id);
         else
             printf("event %s\n", id);
+        if (tenant)
+            printf("  tenant:   %s (its database)\n", tenant);
         json_t *o = json_object_get(out, "outbox");
         if (print_unread(&u, "outbox:  ", "outbox_event"))
             ;

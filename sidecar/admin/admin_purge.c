@@ -127,14 +127,15 @@ static long long purge_table(struct sc_db *db, const char *what, const char *sel
 }
 
 /* 1 when the database has consumer_held_event (011), 0 when not, -1. */
-static int held_table(struct sc_db *db)
+static int held_table(struct sc_db *db, const char *pfx)
 {
     struct sc_db_err e = {0};
     MYSQL_RES *r = sc_db_select(db, "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                 "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'consumer_held_event'",
                                 &e);
     if (!r) {
-        fprintf(stderr, "sidecar purge: reading the schema: error %u: %s\n", e.code, e.msg);
+        fprintf(stderr, "sidecar purge: %sreading the schema: error %u: %s\n", pfx, e.code,
+                e.msg);
         return -1;
     }
     MYSQL_ROW row = mysql_fetch_row(r);
@@ -143,8 +144,109 @@ static int held_table(struct sc_db *db)
     return n;
 }
 
+/* Purges one database: tenant's, or with tenant NULL mysql.url's (its
+ * lines then without the "tenant NAME: " prefix, as before tenants). 0, or
+ * 1 after saying what failed. */
+static int purge_db(const struct sc_config *cfg, const char *tenant, long long older,
+                    int dry_run)
+{
+    char pfx[96] = "", what[256];
+    if (tenant)
+        snprintf(pfx, sizeof pfx, "tenant %s: ", tenant);
+    struct sc_db db;
+    struct sc_db_err e = {0};
+    fflush(stdout); /* each database's lines in order, beside stderr's */
+    if (sc_admin_connect(&db, cfg, tenant, &e)) {
+        fprintf(stderr, "sidecar purge: %smysql: error %u: %s\n", pfx, e.code, e.msg);
+        return 1;
+    }
+    /* relay.source "binlog" leaves published rows PENDING: those created
+     * before the checkpoint's watermark are published (sql/schema/014),
+     * and their retention runs from created_at, the only time they have. */
+    char w[SC_DB_WATERMARK_LEN], binlog_cond[300] = "";
+    int has_w = sc_db_outbox_watermark(&db, w, sizeof w, &e);
+    if (has_w < 0) {
+        fprintf(stderr, "sidecar purge: %sreading relay_checkpoint: error %u: %s\n", pfx, e.code,
+                e.msg);
+        sc_db_close(&db);
+        return 1;
+    }
+    sc_db_rollback(&db, &e); /* the read's transaction: the purge's start under READ COMMITTED */
+    if (has_w)
+        snprintf(binlog_cond, sizeof binlog_cond, "status = 'PENDING' AND created_at < '%s' AND "
+                 "created_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", w, older);
+    if (dry_run) {
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT COUNT(*) FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - "
+                 "INTERVAL %lld SECOND), (SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHED' "
+                 "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND), "
+                 "(SELECT COUNT(*) FROM outbox_event WHERE %s)", older, older,
+                 has_w ? binlog_cond : "FALSE");
+        MYSQL_RES *r = sc_db_select(&db, sql, &e);
+        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+        if (row) {
+            printf("%sconsumed_event: would delete %s rows\n%soutbox_event (PUBLISHED): would "
+                   "delete %s rows\n", pfx, row[0], pfx, row[1]);
+            if (has_w)
+                printf("%soutbox_event (published by the binlog relay, created before %s): would "
+                       "delete %s rows\n", pfx, w, row[2]);
+        } else
+            fprintf(stderr, "sidecar purge: %s%s\n", pfx, mysql_error(db.conn));
+        if (r)
+            mysql_free_result(r);
+        sc_db_close(&db);
+        return row ? 0 : 1;
+    }
+    /* No gap locks: the purge must not block live consumers' inserts. */
+    sc_db_query(&db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
+    char sel[768], tail[256];
+    int b = cfg->purge_batch;
+    /* A held key's events that were applied stay consumed while the key is
+     * held (held means: a held event not consumed), so their rows stay. */
+    int held = held_table(&db, pfx);
+    if (held < 0) {
+        sc_db_close(&db);
+        return 1;
+    }
+    snprintf(sel, sizeof sel,
+             "SELECT c.id FROM consumed_event c WHERE c.consumed_at < UTC_TIMESTAMP(6) - INTERVAL "
+             "%lld SECOND%s ORDER BY c.consumed_at LIMIT %d", older,
+             held ? " AND NOT EXISTS (SELECT 1 FROM consumer_held_event h WHERE h.consumer_name = "
+                    "c.consumer_name AND h.event_id = c.event_id)" : "", b);
+    snprintf(tail, sizeof tail, ") AND consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", older);
+    snprintf(what, sizeof what, "%sconsumed_event", pfx);
+    long long a = purge_table(&db, what, sel, "DELETE FROM consumed_event WHERE id IN (",
+                              tail, 0);
+    snprintf(sel, sizeof sel,
+             "SELECT event_id FROM outbox_event WHERE status = 'PUBLISHED' AND published_at < "
+             "UTC_TIMESTAMP(6) - INTERVAL %lld SECOND ORDER BY published_at LIMIT %d", older, b);
+    snprintf(tail, sizeof tail,
+             ") AND status = 'PUBLISHED' AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND",
+             older);
+    /* A signal stops the purge: the next table is not started. */
+    snprintf(what, sizeof what, "%soutbox_event (PUBLISHED)", pfx);
+    long long o = a < 0 ? -1 : sc_stop_requested() ? 0 : purge_table(&db, what, sel,
+                                           "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
+    long long p = 0;
+    if (has_w && o >= 0 && !sc_stop_requested()) {
+        snprintf(sel, sizeof sel, "SELECT event_id FROM outbox_event WHERE %s ORDER BY created_at "
+                 "LIMIT %d", binlog_cond, b);
+        snprintf(tail, sizeof tail, ") AND %s", binlog_cond);
+        snprintf(what, sizeof what, "%soutbox_event (published by the binlog relay, created before "
+                 "%s)", pfx, w);
+        p = purge_table(&db, what, sel, "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
+    }
+    sc_db_close(&db);
+    fflush(stdout);
+    return a < 0 || o < 0 || p < 0 ? 1 : 0;
+}
+
 int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
 {
+    const char *tenant = NULL;
+    if (sc_admin_take_tenant(cfg, "purge", &argc, argv, &tenant))
+        return 2;
     long long older = -1;
     int dry_run = 0, force = 0;
     for (int i = 0; i < argc; i++) {
@@ -196,85 +298,26 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
                 older, horizon_s, why);
         return 2;
     }
-    struct sc_db db;
-    struct sc_db_err e = {0};
-    if (sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar purge: mysql: error %u: %s\n", e.code, e.msg);
-        return 1;
+    if (tenant)
+        return purge_db(cfg, tenant, older, dry_run);
+    /* mysql.url's database as ever (the relay's outbox is there), then each
+     * listed tenant's: one that fails is reported and the others go on. */
+    int failed = purge_db(cfg, NULL, older, dry_run), n = 1;
+    const char *first_failed = failed ? "mysql.url" : NULL;
+    for (size_t i = 0; cfg->tenants.present && i < cfg->tenants.n_list && !sc_stop_requested(); i++) {
+        n++;
+        if (purge_db(cfg, cfg->tenants.list[i], older, dry_run)) {
+            if (!failed++)
+                first_failed = cfg->tenants.list[i];
+        }
     }
-    /* relay.source "binlog" leaves published rows PENDING: those created
-     * before the checkpoint's watermark are published (sql/schema/014),
-     * and their retention runs from created_at, the only time they have. */
-    char w[SC_DB_WATERMARK_LEN], binlog_cond[300] = "";
-    int has_w = sc_db_outbox_watermark(&db, w, sizeof w, &e);
-    if (has_w < 0) {
-        fprintf(stderr, "sidecar purge: reading relay_checkpoint: error %u: %s\n", e.code, e.msg);
-        sc_db_close(&db);
-        return 1;
-    }
-    sc_db_rollback(&db, &e); /* the read's transaction: the purge's start under READ COMMITTED */
-    if (has_w)
-        snprintf(binlog_cond, sizeof binlog_cond, "status = 'PENDING' AND created_at < '%s' AND "
-                 "created_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", w, older);
-    if (dry_run) {
-        char sql[1024];
-        snprintf(sql, sizeof sql,
-                 "SELECT (SELECT COUNT(*) FROM consumed_event WHERE consumed_at < UTC_TIMESTAMP(6) - "
-                 "INTERVAL %lld SECOND), (SELECT COUNT(*) FROM outbox_event WHERE status = 'PUBLISHED' "
-                 "AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND), "
-                 "(SELECT COUNT(*) FROM outbox_event WHERE %s)", older, older, has_w ? binlog_cond : "FALSE");
-        MYSQL_RES *r = sc_db_select(&db, sql, &e);
-        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-        if (row)
-            printf("consumed_event: would delete %s rows\noutbox_event (PUBLISHED): would delete %s rows\n",
-                   row[0], row[1]);
-        if (row && has_w)
-            printf("outbox_event (published by the binlog relay, created before %s): would delete %s rows\n",
-                   w, row[2]);
+    if (cfg->tenants.present) {
+        fflush(stderr);
+        if (failed)
+            printf("purge: %d databases (mysql.url and %d tenants), %d failed (the first: %s)\n",
+                   n, n - 1, failed, first_failed);
         else
-            fprintf(stderr, "sidecar purge: %s\n", mysql_error(db.conn));
-        if (r)
-            mysql_free_result(r);
-        sc_db_close(&db);
-        return row ? 0 : 1;
+            printf("purge: %d databases (mysql.url and %d tenants), none failed\n", n, n - 1);
     }
-    /* No gap locks: the purge must not block live consumers' inserts. */
-    sc_db_query(&db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", &e);
-    char sel[768], tail[256];
-    int b = cfg->purge_batch;
-    /* A held key's events that were applied stay consumed while the key is
-     * held (held means: a held event not consumed), so their rows stay. */
-    int held = held_table(&db);
-    if (held < 0) {
-        sc_db_close(&db);
-        return 1;
-    }
-    snprintf(sel, sizeof sel,
-             "SELECT c.id FROM consumed_event c WHERE c.consumed_at < UTC_TIMESTAMP(6) - INTERVAL "
-             "%lld SECOND%s ORDER BY c.consumed_at LIMIT %d", older,
-             held ? " AND NOT EXISTS (SELECT 1 FROM consumer_held_event h WHERE h.consumer_name = "
-                    "c.consumer_name AND h.event_id = c.event_id)" : "", b);
-    snprintf(tail, sizeof tail, ") AND consumed_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", older);
-    long long a = purge_table(&db, "consumed_event", sel, "DELETE FROM consumed_event WHERE id IN (",
-                              tail, 0);
-    snprintf(sel, sizeof sel,
-             "SELECT event_id FROM outbox_event WHERE status = 'PUBLISHED' AND published_at < "
-             "UTC_TIMESTAMP(6) - INTERVAL %lld SECOND ORDER BY published_at LIMIT %d", older, b);
-    snprintf(tail, sizeof tail,
-             ") AND status = 'PUBLISHED' AND published_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND",
-             older);
-    /* A signal stops the purge: the next table is not started. */
-    long long o = a < 0 ? -1 : sc_stop_requested() ? 0 : purge_table(&db, "outbox_event (PUBLISHED)", sel,
-                                           "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
-    long long p = 0;
-    if (has_w && o >= 0 && !sc_stop_requested()) {
-        char what[120];
-        snprintf(sel, sizeof sel, "SELECT event_id FROM outbox_event WHERE %s ORDER BY created_at LIMIT %d",
-                 binlog_cond, b);
-        snprintf(tail, sizeof tail, ") AND %s", binlog_cond);
-        snprintf(what, sizeof what, "outbox_event (published by the binlog relay, created before %s)", w);
-        p = purge_table(&db, what, sel, "DELETE FROM outbox_event WHERE event_id IN (", tail, 0);
-    }
-    sc_db_close(&db);
-    return a < 0 || o < 0 || p < 0 ? 1 : 0;
+    return failed ? 1 : 0;
 }
