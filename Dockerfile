@@ -45,6 +45,8 @@ COPY --from=build /opt/sidecar/bin/ /opt/sidecar/bin/
 # read-only bind mount (see docs/deploy.md), or into a derived image.
 COPY --from=build /opt/sidecar/lib/sidecar/handlers/ /opt/sidecar/handlers/
 COPY sql /opt/sidecar/sql
+# Where `sidecar migrate` looks without --schema (the build's datadir).
+COPY sql/schema /opt/sidecar/share/sidecar/sql/schema
 ENV PATH=/opt/sidecar/bin:$PATH
 USER sidecar
 # http.listen defaults: consume 9464, relay 9466 (compose sets 0.0.0.0:9464 for both).
