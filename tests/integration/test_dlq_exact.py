@@ -171,7 +171,7 @@ cfg_path, err_path = os.path.join(d, "c.json"), os.path.join(d, "replay.err")
 with open(cfg_path, "w") as f:
     json.dump(cx.config, f)
 p = subprocess.Popen([SIDECAR, "dlq", "replay", cx.name, "--id", lost, "-c", cfg_path],
-                     env=dict(os.environ, SIDECAR_FAULT="dlq.replay_confirmed", SIDECAR_FAULT_PAUSE_MS="4000"),
+                     env=dict(os.environ, SIDECAR_FAULT="dlq.replay_confirmed", SIDECAR_FAULT_PAUSE_MS="15000"),
                      stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True)
 ok(wait_until(lambda: "pausing" in open(err_path).read(), timeout=15), "paused right after the confirm")
 
