@@ -99,7 +99,8 @@ int sc_relay_row_take(struct sc_relay_row *o, MYSQL_ROW row)
            (row[8] && !o->tracestate);
 }
 
-int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id)
+/* What every relay session takes from the config. */
+static void init_common(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id)
 {
     memset(d, 0, sizeof *d);
     d->cfg = cfg;
@@ -107,6 +108,11 @@ int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const c
     d->batch = cfg->relay.batch;
     d->per_aggregate = sc_relay_per_aggregate(&cfg->relay);
     d->lease_ms = cfg->relay.lease_ms;
+}
+
+int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id)
+{
+    init_common(d, cfg, worker_id);
     d->binds = calloc((size_t)d->batch + 2, sizeof *d->binds);
     d->lens = calloc((size_t)d->batch + 2, sizeof *d->lens);
     return d->binds && d->lens ? 0 : -1;
@@ -115,12 +121,7 @@ int sc_relay_db_init(struct sc_relay_db *d, const struct sc_config *cfg, const c
 void sc_relay_db_init_tenant(struct sc_relay_db *d, const struct sc_config *cfg, const char *worker_id,
                              char *const *urls, size_t n_urls, MYSQL_BIND *binds, unsigned long *lens)
 {
-    memset(d, 0, sizeof *d);
-    d->cfg = cfg;
-    d->worker_id = worker_id;
-    d->batch = cfg->relay.batch;
-    d->per_aggregate = sc_relay_per_aggregate(&cfg->relay);
-    d->lease_ms = cfg->relay.lease_ms;
+    init_common(d, cfg, worker_id);
     d->binds = binds;
     d->lens = lens;
     d->urls = urls;

@@ -213,34 +213,34 @@ static struct sc_relay_tenant *tenant_of(struct sc_relay_tenants *ts, const stru
     return r->source >= 0 && r->source < ts->n ? &ts->t[r->source] : NULL;
 }
 
-int sc_relay_tenants_mark_published(struct sc_relay_tenants *ts, struct sc_relay_row *const *rows,
-                                    int n, unsigned char *marked, struct sc_db_err *e)
-{
-    struct sc_relay_tenant *t = tenant_of(ts, rows[0]);
-    if (!t) {
-        snprintf(e->msg, sizeof e->msg, "a row of no tenant");
-        e->cls = SC_DBERR_FAILURE;
-        return -1;
-    }
-    if (session_open(ts, t, e))
-        return -1;
-    t->last_use_ms = sc_now_ms();
-    return sc_relay_db_mark_published(&t->db, rows, n, marked, e);
-}
-
-int sc_relay_tenants_mark_failed(struct sc_relay_tenants *ts, const struct sc_relay_row *row,
-                                 struct sc_db_err *e)
+/* The open session of the tenant row came from, for its marks. */
+static struct sc_relay_tenant *mark_session(struct sc_relay_tenants *ts,
+                                            const struct sc_relay_row *row, struct sc_db_err *e)
 {
     struct sc_relay_tenant *t = tenant_of(ts, row);
     if (!t) {
         snprintf(e->msg, sizeof e->msg, "a row of no tenant");
         e->cls = SC_DBERR_FAILURE;
-        return -1;
+        return NULL;
     }
     if (session_open(ts, t, e))
-        return -1;
+        return NULL;
     t->last_use_ms = sc_now_ms();
-    return sc_relay_db_mark_failed(&t->db, row, e);
+    return t;
+}
+
+int sc_relay_tenants_mark_published(struct sc_relay_tenants *ts, struct sc_relay_row *const *rows,
+                                    int n, unsigned char *marked, struct sc_db_err *e)
+{
+    struct sc_relay_tenant *t = mark_session(ts, rows[0], e);
+    return t ? sc_relay_db_mark_published(&t->db, rows, n, marked, e) : -1;
+}
+
+int sc_relay_tenants_mark_failed(struct sc_relay_tenants *ts, const struct sc_relay_row *row,
+                                 struct sc_db_err *e)
+{
+    struct sc_relay_tenant *t = mark_session(ts, row, e);
+    return t ? sc_relay_db_mark_failed(&t->db, row, e) : -1;
 }
 
 int sc_relay_tenants_rollback(struct sc_relay_tenants *ts, struct sc_db_err *e)
