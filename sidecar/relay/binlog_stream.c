@@ -1,5 +1,6 @@
 #include "binlog_stream.h"
 
+#include <ma_pvio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -152,10 +153,16 @@ int sc_binlog_stream_is_open(const struct sc_binlog_stream *s)
     return s->rpl != NULL;
 }
 
-/* 1 when an event can be read without blocking for wait_ms. */
+/* 1 when an event can be read without blocking for wait_ms. The client
+ * reads ahead (up to 16 KiB) into its connection's cache: an event already
+ * there leaves the socket empty, and polling it would wait for the next
+ * commit (or wait_ms) to hand over one that has arrived. */
 static int readable(struct sc_binlog_stream *s, int wait_ms)
 {
     if (s->db.conn->net.read_pos && s->db.conn->net.remain_in_buf > 0)
+        return 1;
+    const MARIADB_PVIO *pvio = s->db.conn->net.pvio;
+    if (pvio && pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size)
         return 1;
     struct pollfd pfd = {.fd = (int)mysql_get_socket(s->db.conn), .events = POLLIN};
     return poll(&pfd, 1, wait_ms) > 0;

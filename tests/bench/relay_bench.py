@@ -5,7 +5,6 @@ same run, one relay vs three on one table, a 10,000-row vs a 1,000,000-row
 backlog (A-B-A interleaved), and the relay's RSS over a long run. Progress
 is read from the relays' own /metrics counters, never from COUNT(*) over
 the table. tests/bench/run sets the environment (BENCH_PART=producer)."""
-import calendar
 import json
 import os
 import queue
@@ -15,14 +14,12 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 
 import pika
-import pymysql
 
-from bench_lib import (AMQP, BUILD, HANDLER, MYSQL, SERVER_PIDS, SIDECAR, SOCK, cpu, delete_queue, free_port,
-                       metric_sum, q, set_pool, status_kib, v7_id_sql)
+from bench_lib import (AMQP, BUILD, EXCHANGE, MYSQL, PAYLOAD, SERVER_PIDS, SIDECAR, cpu, delete_queue,
+                       e2e_latency, free_port, metric_sum, q, set_pool, status_kib, v7_id_sql)
 
 N = int(os.environ.get("BENCH_RELAY_N", "20000"))
 BIG = int(os.environ.get("BENCH_BACKLOG_BIG", "1000000"))
@@ -30,8 +27,6 @@ SMALL = int(os.environ.get("BENCH_BACKLOG_SMALL", "10000"))
 RSS_N = int(os.environ.get("BENCH_RSS_N", "1000000"))
 BATCH = int(os.environ.get("BENCH_RELAY_BATCH", "256"))
 IDS = os.environ.get("BENCH_RELAY_IDS", "v7")
-EXCHANGE = "bench-outbox"
-PAYLOAD = '{"orderId":12345,"status":"ACCEPTED","amount":19.99,"tenantId":"bench"}'
 
 
 def load_outbox(n, chunk=200000, ids=None, status="PENDING"):
@@ -257,105 +252,6 @@ def scenario(label, rows, n_relays, measure, batch=BATCH, mysql=None, usage=None
     print(f"{label:<52} {rate:>9.0f} ev/s   (backlog {rows}, measured over {measure}; load {load:.0f} rows/s)",
           flush=True)
     return rate
-
-
-def wait_ready(port, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.1)
-    return False
-
-
-def parse_time(s):
-    """RFC 3339 UTC with microseconds (the log's `time`) -> epoch seconds."""
-    base, frac = s.rstrip("Z").split(".")
-    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac.ljust(6, "0")[:6]) / 1e6
-
-
-def e2e_latency(rate, seconds, relay_cfg=None, consumer_cfg=None):
-    """Producer COMMIT -> consumer COMMIT for every event: rows committed one
-    per transaction at `rate` (threads on the unix socket, each paced), a
-    relay and a consumer (the sample handler) with the default config plus
-    the given keys. The consumer's `applied` line is written after its
-    COMMIT; its `time` minus the moment the producer's COMMIT returned is
-    the latency. Returns {p50_ms, p99_ms, max_ms, events}."""
-    q("TRUNCATE TABLE outbox_event")
-    d = tempfile.mkdtemp(prefix="bench-e2e-")
-    name = "bench-e2e-" + uuid.uuid4().hex[:6]
-    rport, cport = free_port(), free_port()
-    relay = {"worker_id": "bench-e2e", "exchange": EXCHANGE}
-    relay.update(relay_cfg or {})
-    json.dump({"amqp": {"url": AMQP}, "mysql": {"url": MYSQL}, "http": {"listen": f"127.0.0.1:{rport}"},
-               "log": {"level": "warn"}, "relay": relay}, open(os.path.join(d, "relay.json"), "w"))
-    cons = {"name": name, "queue": name, "bindings": [{"exchange": EXCHANGE, "routing_key": "#"}],
-            "handler": HANDLER}
-    cons.update(consumer_cfg or {})
-    json.dump({"amqp": {"url": AMQP}, "mysql": {"url": MYSQL}, "http": {"listen": f"127.0.0.1:{cport}"},
-               "log": {"level": "info"}, "consumers": [cons]}, open(os.path.join(d, "consume.json"), "w"))
-    clog = os.path.join(d, "consume.log")
-    pc = subprocess.Popen([SIDECAR, "consume", "-c", os.path.join(d, "consume.json")], stderr=open(clog, "w"))
-    pr = subprocess.Popen([SIDECAR, "relay", "-c", os.path.join(d, "relay.json")],
-                          stderr=open(os.path.join(d, "relay.log"), "w"))
-    ready = wait_ready(cport) and wait_ready(rport)
-    committed = {}
-    threads = max(1, int(rate // 250) + 1)
-    n_each = int(rate * seconds / threads)
-
-    def produce(k):
-        c = pymysql.connect(unix_socket=SOCK, user="root", database="app", autocommit=False)
-        cur = c.cursor()
-        t0 = time.time() + k / rate
-        for i in range(n_each):
-            due = t0 + i * threads / rate
-            wait = due - time.time()
-            if wait > 0:
-                time.sleep(wait)
-            eid = str(uuid.uuid4())
-            cur.execute("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version,"
-                        " payload, status, created_at) VALUES (%s, 'ORDER', %s, 'ORDER_ACCEPTED', 1, %s, 'PENDING',"
-                        " UTC_TIMESTAMP(6))", (eid, str(k * n_each + i + 1), PAYLOAD))
-            c.commit()
-            committed[eid] = time.time()
-        c.close()
-    if ready:
-        ts = [threading.Thread(target=produce, args=(k,)) for k in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-    total = threads * n_each
-
-    def applied():
-        out = {}
-        try:
-            for line in open(clog):
-                if '"outcome":"applied"' in line:
-                    l_ = json.loads(line)
-                    out[l_["event_id"]] = parse_time(l_["time"])
-        except OSError:
-            pass
-        return out
-    end = time.time() + 30
-    got = applied()
-    while ready and len(got) < total and time.time() < end:
-        time.sleep(0.5)  # the log file, not the database: polling costs the servers nothing
-        got = applied()
-    for p_ in (pr, pc):
-        p_.terminate()
-        p_.wait()
-    delete_queue(name)
-    lat = sorted((got[e] - t) * 1000 for e, t in committed.items() if e in got)
-    if not lat:
-        return {"p50_ms": 0, "p99_ms": 0, "max_ms": 0, "events": 0, "of": total}
-    pick = lambda x: lat[min(len(lat) - 1, int(round(x / 100 * (len(lat) - 1))))]
-    return {"p50_ms": round(pick(50), 1), "p99_ms": round(pick(99), 1), "max_ms": round(lat[-1], 1),
-            "events": len(lat), "of": total}
 
 
 def main():

@@ -3,8 +3,11 @@ suite's server runs without one), on SC_TEST_BINLOG_MYSQL_PORT (default: the
 suite's MariaDB port + 2): test_relay_binlog.py and
 test_relay_binlog_watermark.py. `setup()` creates the app database, the
 schema of sql/schema and the binlog relay's role (sql/grants/relay_binlog.sql,
-password binlog-secret)."""
+password binlog-secret). test_durability_binlog.py starts one on a port of
+its own with its own options."""
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -17,11 +20,33 @@ from harness import bail
 PORT = int(os.environ.get("SC_TEST_BINLOG_MYSQL_PORT", str(int(os.environ["SC_TEST_MYSQL_PORT"]) + 2)))
 USER = subprocess.getoutput("id -un")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_libc = ctypes.CDLL(None)
+
+
+def die_with_us():
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: nothing outlives a killed test
+
+
+def port_free(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as mariadbd: TIME_WAIT is no owner
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 class Server:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sc-binlog-")
+    """A MariaDB of the test's own with the binary log on, root over its
+    socket, on port (named by port_var in errors); start(*extra) adds or
+    overrides server options (the last of two wins)."""
+
+    def __init__(self, port=PORT, port_var="SC_TEST_BINLOG_MYSQL_PORT", prefix="sc-binlog-"):
+        self.port, self.port_var = port, port_var
+        self.dir = tempfile.mkdtemp(prefix=prefix)
         self.sock = os.path.join(self.dir, "mysqld.sock")
         self.data = os.path.join(self.dir, "data")
         self.proc = None
@@ -31,32 +56,31 @@ class Server:
         if r.returncode != 0:
             bail("mariadb-install-db: " + (r.stdout + r.stderr)[-800:])
 
-    def start(self):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", PORT))
-        except OSError:
-            bail(f"port {PORT} (SC_TEST_BINLOG_MYSQL_PORT) is in use")
-        finally:
-            s.close()
+    def start(self, *extra):
+        if not port_free(self.port):
+            bail(f"port {self.port} ({self.port_var}) is in use")
         self.proc = subprocess.Popen(
             ["mariadbd", "--no-defaults", f"--datadir={self.data}", f"--socket={self.sock}",
-             f"--port={PORT}", "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
+             f"--port={self.port}", "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
              f"--log-error={self.dir}/error.log", f"--user={USER}", "--skip-name-resolve",
              "--innodb-buffer-pool-size=64M", f"--tmpdir={self.dir}", f"--log-bin={self.dir}/binlog",
-             "--server-id=1", "--binlog-format=ROW", "--sync-binlog=1", "--max-connections=200"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--server-id=1", "--binlog-format=ROW", "--sync-binlog=1", "--max-connections=200", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_us)
         for _ in range(240):
-            if self.proc.poll() is None and self.sql("SELECT 1", check=False).returncode == 0:
+            if self.proc.poll() is not None:
+                break
+            if self.sql("SELECT 1", check=False).returncode == 0:
                 return
             time.sleep(0.25)
         bail("the test's MariaDB did not start: " + open(f"{self.dir}/error.log").read()[-1500:])
 
-    def sql(self, text, check=True):
+    def sql(self, text, check=True, database=None):
+        """text through the mariadb client, in database (default: app once
+        it exists)."""
+        if database is None:
+            database = "app" if self.proc and os.path.exists(f"{self.data}/app") else "mysql"
         r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", f"--socket={self.sock}", "-uroot",
-                            "-N", "-B", "app" if self.proc and os.path.exists(f"{self.data}/app") else "mysql"],
-                           input=text, capture_output=True, text=True, timeout=120)
+                            "-N", "-B", database], input=text, capture_output=True, text=True, timeout=120)
         if check and r.returncode != 0:
             bail(f"sql {text[:80]!r}: {r.stderr}")
         return r
@@ -73,8 +97,6 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
-
-
 
 
 def setup(srv):

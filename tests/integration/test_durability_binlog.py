@@ -17,90 +17,19 @@ stopped and removed at the end:
 3. restarted with innodb_read_only, since the server is there: a write fails
    with 1036 (1836 is only its warning), read_only still says 0, and a
    consumer does not consume on it (its session's probe asks both)."""
-import ctypes
 import shutil
-import socket
 
 from harness import *
+from binlog_server import Server, port_free
 
 PORT = int(os.environ.get("SC_TEST_MYSQL2_PORT", "23346"))
 GCOMM = PORT + 1
 PROVIDER = next((p for p in ("/usr/lib/galera/libgalera_smm.so", "/usr/lib/libgalera_smm.so")
                  if os.path.exists(p)), None)
-USER = subprocess.getoutput("id -un")
-_libc = ctypes.CDLL(None)
-
-
-def die_with_us():
-    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: nothing outlives a killed test
-
-
-def port_free(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as mariadbd: TIME_WAIT is no owner
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-class Server:
-    """A MariaDB of this test's own, root over its socket."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sc-dur2-")
-        self.sock = os.path.join(self.dir, "mysqld.sock")
-        self.data = os.path.join(self.dir, "data")
-        self.proc = None
-        r = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={self.data}",
-                            f"--user={USER}",
-                            "--auth-root-authentication-method=socket", "--skip-test-db"],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            bail("mariadb-install-db: " + (r.stdout + r.stderr)[-800:])
-
-    def start(self, *extra):
-        if not port_free(PORT):
-            bail(f"port {PORT} (SC_TEST_MYSQL2_PORT) is in use")
-        self.proc = subprocess.Popen(
-            ["mariadbd", "--no-defaults", f"--datadir={self.data}", f"--socket={self.sock}",
-             f"--port={PORT}", "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
-             f"--log-error={self.dir}/error.log", f"--user={USER}",
-             "--skip-name-resolve", "--innodb-buffer-pool-size=32M", f"--tmpdir={self.dir}",
-             f"--log-bin={self.dir}/binlog", "--server-id=1", "--binlog-format=ROW", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_us)
-        for _ in range(240):
-            if self.proc.poll() is not None:
-                break
-            if self.sql("SELECT 1", check=False).returncode == 0:
-                return
-            time.sleep(0.25)
-        bail("the test's MariaDB did not start: " + open(f"{self.dir}/error.log").read()[-1500:])
-
-    def sql(self, text, check=True, database=None):
-        r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", f"--socket={self.sock}", "-uroot",
-                            "-N", "-B", *([database] if database else [])], input=text,
-                           capture_output=True, text=True, timeout=60)
-        if check and r.returncode != 0:
-            bail(f"sql {text[:80]!r}: {r.stderr}")
-        return r
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-srv = Server()
+srv = Server(PORT, "SC_TEST_MYSQL2_PORT", "sc-dur2-")
 try:
     srv.start("--sync-binlog=0")
     srv.sql("CREATE DATABASE app CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;\n"
