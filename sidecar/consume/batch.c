@@ -153,6 +153,7 @@ static enum next hold(struct worker *w, struct item *items, int n, const struct 
         sc_log(SC_LOG_WARN, &it->lf, "%s; counted as an attempt", it->why);
         it->d = D_RETRY;
         it->sticky = 1;
+        w->hold_blamed = 1;
         culprit = "";
     } else {
         /* Lost again with no delivery to blame (a multi-row claim, a batch

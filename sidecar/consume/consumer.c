@@ -54,7 +54,7 @@ enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n)
         next = sc_batch_process(w, dls, n);
     }
     w->holding = 0;
-    w->hold_one_by_one = 0;
+    w->hold_one_by_one = w->hold_blamed = 0;
     w->hold_culprit[0] = 0;
     return next;
 }

@@ -244,6 +244,27 @@ static void group(struct worker *w, struct gathered *g)
     free(why);
 }
 
+/* Fresh sessions a tenant's batch gets, after its session was lost, before
+ * the tenant counts as down: the first when the lost one was kept open (it
+ * may have gone away while idle) or a delivery was running; more while a
+ * run names that delivery. A delivery that ends every session it runs in
+ * (a statement the server kills it for) is blamed on the second loss under
+ * it (hold(): its retry spends an attempt), and the next session runs the
+ * batch without it. Waiting in hand instead, it would come back with the
+ * tenant, end its session again, and hold the tenant down for good. A
+ * batch handler's loss names no delivery: one run with a savepoint per
+ * delivery names it, then two more blame it and run the rest. */
+#define FRESH_SESSIONS 4
+
+static int session_again(const struct worker *w, int tries, int opened)
+{
+    if (tries >= FRESH_SESSIONS)
+        return 0;
+    if (tries == 0)
+        return opened == 0 || w->hold_culprit[0];
+    return w->hold_blamed || w->hold_culprit[0] || w->hold_one_by_one;
+}
+
 /* Runs the group of slots [a, b) of tenant session i (or none). Returns
  * the loop's next step; parked slots are marked kept. */
 static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
@@ -264,19 +285,18 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     enum next next = NEXT_DB_HOLD;
     if (opened >= 0) {
         next = sc_batch_process(w, dls, n);
-        if (next == NEXT_DB_HOLD && opened == 0) {
-            /* A session kept open may have gone away while idle: one fresh
-             * session before the tenant counts as down. */
-            if (sc_worker_db_open(w, &e) == 0) {
-                w->holding = 1;
-                next = sc_batch_process(w, dls, n);
-                w->holding = 0;
-            } else {
+        for (int tries = 0; next == NEXT_DB_HOLD && session_again(w, tries, opened); tries++) {
+            w->hold_blamed = 0;
+            if (sc_worker_db_open(w, &e)) {
                 w->hold_cause = e;
+                break;
             }
-            w->hold_one_by_one = 0;
-            w->hold_culprit[0] = 0;
+            w->holding = 1;
+            next = sc_batch_process(w, dls, n);
+            w->holding = 0;
         }
+        w->hold_one_by_one = w->hold_blamed = 0;
+        w->hold_culprit[0] = 0;
         struct sc_db_err lost = w->hold_cause;
         if (next == NEXT_DB_LOST)
             lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,

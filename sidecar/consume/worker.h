@@ -147,6 +147,8 @@ struct worker {
     int holding;         /* the batch runs again on a session made for it */
     int hold_one_by_one; /* and one savepoint per delivery, to find the delivery
                             that loses the session (the fast path cannot tell) */
+    int hold_blamed;     /* the last run blamed hold_culprit: its retry spends an
+                            attempt, and the batch runs again without it */
     int64_t hold_since_ms;
     int64_t last_queue_check_ms; /* sc_worker_check_queues() */
     int unconsumed_checks;       /* checks in a row that found a queue with no consumer */

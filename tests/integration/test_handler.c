@@ -164,6 +164,15 @@ static sc_handler_status handle(void *state, struct st_mysql *conn, const struct
         snprintf(reason, len, "always retry, call %d", calls);
         return SC_HANDLER_RETRY;
     }
+    if (strcmp(ev->type, "KILL_SESSION") == 0) {
+        /* A statement the server ends the session for, every time. */
+        char sql[64];
+        snprintf(sql, sizeof sql, "KILL CONNECTION %lu", mysql_thread_id(conn));
+        mysql_real_query(conn, sql, strlen(sql));
+        snprintf(reason, len, "killed its own session (call %d): error %u: %s", calls,
+                 mysql_errno(conn), mysql_error(conn));
+        return SC_HANDLER_RETRY;
+    }
     if (strcmp(ev->type, "CRASH") == 0)
         _exit(86); /* a poison that takes the process down, like a crash */
     if (strcmp(ev->type, "POISON") == 0) {
