@@ -2,10 +2,13 @@
 with sql/schema and the sample handler's table, the consumer's grants as
 sql/grants/consumer.sql gives them on `app`, and the consumer's URL with
 {tenant} in the database name."""
+import json
 import os
 import re
 
 import pymysql
+
+from harness import amqp, event_body, publish
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PREFIX = "tn_"
@@ -132,3 +135,24 @@ def insert_tenant_outbox(tenant, n, base=1000, one_aggregate=False):
                 " (%s, 'ORDER', %s, 'ORDER_ACCEPTED', %s, %s, 'PENDING',"
                 " UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)", rows[k:k + 1000])
     return ids
+
+
+def tenant_body(eid, tenant, etype="ORDER_ACCEPTED", subject="1001"):
+    """The harness's CloudEvent with the extension attribute `tenant` (none
+    when tenant is None)."""
+    d = json.loads(event_body(eid, etype=etype, subject=subject))
+    if tenant is not None:
+        d["tenant"] = tenant
+    return json.dumps(d)
+
+
+def send_tenant_events(exchange, events):
+    """Publishes each (event_id, tenant) or (event_id, tenant, type) with
+    confirms, routed by its type (default ORDER_ACCEPTED)."""
+    conn = amqp()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for e in events:
+        eid, tenant, etype = (e + ("ORDER_ACCEPTED",))[:3]
+        publish(ch, exchange, etype, tenant_body(eid, tenant, etype), message_id=eid)
+    conn.close()

@@ -23,21 +23,6 @@ make_tenant_db(A)
 make_tenant_db(B)
 
 
-def body(eid, tenant):
-    d = json.loads(event_body(eid, subject="1001"))
-    d["tenant"] = tenant
-    return json.dumps(d)
-
-
-def send(exchange, pairs):
-    conn = amqp()
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for eid, tenant in pairs:
-        publish(ch, exchange, "ORDER_ACCEPTED", body(eid, tenant), message_id=eid)
-    conn.close()
-
-
 def interleaved(n):
     ea = [str(uuid.uuid4()) for _ in range(n)]
     eb = [str(uuid.uuid4()) for _ in range(n)]
@@ -55,7 +40,7 @@ ok(sc.start(), "consumer with tenants started")
 
 # Sessions to both tenants open first, so the lock meets a session in use.
 warm_a, warm_b, pairs = interleaved(2)
-send(sc.exchange, pairs)
+send_tenant_events(sc.exchange, pairs)
 ok(wait_until(lambda: tenant_count(A, "notification_job", warm_a) == 2 and
               tenant_count(B, "notification_job", warm_b) == 2, timeout=30), "both tenants warm")
 
@@ -65,7 +50,7 @@ locker = pymysql.connect(unix_socket=os.environ["SC_TEST_MYSQL_SOCKET"], user="r
 lcur = locker.cursor()
 lcur.execute("LOCK TABLES consumed_event WRITE")
 ea, eb, pairs = interleaved(30)
-send(sc.exchange, pairs)
+send_tenant_events(sc.exchange, pairs)
 ok(wait_until(lambda: tenant_count(A, "notification_job", ea) == 30, timeout=60),
    "locked: tenant A's 30 events applied while B's table is locked")
 ok(wait_until(lambda: any(B in l.get("msg", "") and "cannot be used" in l.get("msg", "")
@@ -96,7 +81,7 @@ for code, text in ((1290, "The MariaDB server is running with the --read-only op
     tenant_query(B, "CREATE TRIGGER ro_stand_in BEFORE INSERT ON consumed_event FOR EACH ROW "
                     f"SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = {code}, MESSAGE_TEXT = %s", (text,))
     ea, eb, pairs = interleaved(30)
-    send(sc.exchange, pairs)
+    send_tenant_events(sc.exchange, pairs)
     ok(wait_until(lambda: tenant_count(A, "notification_job", ea) == 30, timeout=60),
        f"read-only {code}: tenant A's 30 events applied while B refuses writes")
     ok(wait_until(lambda: any(B in l.get("msg", "") and "cannot be used" in l.get("msg", "") and

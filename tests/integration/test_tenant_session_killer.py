@@ -6,7 +6,6 @@ reason, while its tenant's other events (in the same batches) are applied
 once each and the other tenant never waits. Before the fix such a delivery
 waited in hand with its tenant counted as down, came back, ended the next
 session too, and held its tenant down for good, attempts unchanged."""
-import json
 
 from harness import *
 from tenants_common import *
@@ -15,21 +14,6 @@ sfx = suffix()
 A, B = "ka_" + sfx, "kb_" + sfx
 make_tenant_db(A)
 make_tenant_db(B)
-
-
-def body(eid, tenant, etype):
-    d = json.loads(event_body(eid, etype=etype, subject="1001"))
-    d["tenant"] = tenant
-    return json.dumps(d)
-
-
-def send(exchange, triples):
-    conn = amqp()
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for eid, tenant, etype in triples:
-        publish(ch, exchange, etype, body(eid, tenant, etype), message_id=eid)
-    conn.close()
 
 
 sc = Sidecar(handler=TEST_HANDLER,
@@ -46,7 +30,7 @@ b_ids = [str(uuid.uuid4()) for _ in range(10)]
 triples = [(e, A, "ORDER_ACCEPTED") for e in a_ids[:5]] + [(killer, A, "KILL_SESSION")]
 triples += [(e, A, "ORDER_ACCEPTED") for e in a_ids[5:]]
 triples = [x for pair in zip(triples, [(e, B, "ORDER_ACCEPTED") for e in b_ids] + [None]) for x in pair if x]
-send(sc.exchange, triples)
+send_tenant_events(sc.exchange, triples)
 
 ok(wait_until(lambda: tenant_count(B, "notification_job", b_ids) == 10, timeout=30),
    "the other tenant's 10 events are applied", detail=sc.text()[-2000:])

@@ -5,7 +5,6 @@ refuses, is dead-lettered with the reason; a tenant whose database is
 missing, or out of reach for the consumer's user, has its messages wait in
 hand while the other tenant's keep flowing, and they are applied, once each,
 when it comes back. Exact effects per tenant by event id."""
-import json
 
 from harness import *
 from tenants_common import *
@@ -17,22 +16,6 @@ make_tenant_db(B)
 drop_tenant_db(C)  # missing until the test makes it
 
 
-def body(eid, tenant, subject="1001"):
-    d = json.loads(event_body(eid, subject=subject))
-    if tenant is not None:
-        d["tenant"] = tenant
-    return json.dumps(d)
-
-
-def send(exchange, pairs):
-    conn = amqp()
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for eid, tenant in pairs:
-        publish(ch, exchange, "ORDER_ACCEPTED", body(eid, tenant), message_id=eid)
-    conn.close()
-
-
 sc = Sidecar(consumer_extra={"prefetch": 64, "batch_max": 16, "db_outage_hold_ms": 120000},
              extra={"tenants": {"key": "extension:tenant", "database_url": tenant_url(),
                                 "max_connections": 4, "idle_close_ms": 60000}})
@@ -41,7 +24,7 @@ ok(sc.start(), "consumer with tenants started")
 # Routing: each tenant's events in its own database, nothing in the other.
 ea = [str(uuid.uuid4()) for _ in range(30)]
 eb = [str(uuid.uuid4()) for _ in range(30)]
-send(sc.exchange, [x for pair in zip([(e, A) for e in ea], [(e, B) for e in eb]) for x in pair])
+send_tenant_events(sc.exchange, [x for pair in zip([(e, A) for e in ea], [(e, B) for e in eb]) for x in pair])
 ok(wait_until(lambda: tenant_count(A, "notification_job", ea) == 30 and
               tenant_count(B, "notification_job", eb) == 30, timeout=60),
    "every event applied in its tenant's database")
@@ -54,14 +37,14 @@ is_eq(tenant_count(A, "notification_job", eb) + tenant_count(B, "notification_jo
 is_eq(count_in("consumed_event", "event_id", ea + eb), 0, "nothing in mysql.url's database")
 
 # Dedup per tenant database: the same events again are duplicates.
-send(sc.exchange, [(e, A) for e in ea[:5]] + [(e, B) for e in eb[:5]])
+send_tenant_events(sc.exchange, [(e, A) for e in ea[:5]] + [(e, B) for e in eb[:5]])
 ok(wait_until(lambda: len(sc.outcomes("duplicate")) >= 10, timeout=30), "repeats are duplicates")
 is_eq(tenant_count(A, "notification_job", ea) + tenant_count(B, "notification_job", eb), 60,
       "no second effect")
 
 # No tenant, and a refused name: dead-lettered with the reason.
 none_id, bad_id = str(uuid.uuid4()), str(uuid.uuid4())
-send(sc.exchange, [(none_id, None), (bad_id, "Not-Allowed")])
+send_tenant_events(sc.exchange, [(none_id, None), (bad_id, "Not-Allowed")])
 ok(wait_until(lambda: queue_depth(sc.dlq) == 2, timeout=30), "both dead-lettered")
 dead = {p.message_id: (p.headers or {}).get("x-sidecar-reason", "") for p, _ in drain(sc.dlq)}
 ok("no tenant" in dead.get(none_id, ""), f"no tenant: reason says so ({dead.get(none_id)})")
@@ -72,7 +55,7 @@ ok("tenant refused" in dead.get(bad_id, "") and "tenants.names" in dead.get(bad_
 # tenant's database (the tenant travels in the message itself).
 rej = str(uuid.uuid4())
 tenant_query(A, "REVOKE INSERT ON notification_job FROM 'sidecar_consumer'@'%'")
-send(sc.exchange, [(rej, A)])
+send_tenant_events(sc.exchange, [(rej, A)])
 ok(wait_until(lambda: queue_depth(sc.dlq) == 1, timeout=30), "an event A's handler refused is dead-lettered")
 grant(A)
 conn = amqp()
@@ -104,11 +87,11 @@ ok(rc == 2 and "tenant" in out, f"check --tenant with a refused name: bad usage 
 
 # A missing database: its events wait while A's flow; made, they apply.
 ec = [str(uuid.uuid4()) for _ in range(10)]
-send(sc.exchange, [(e, C) for e in ec])
+send_tenant_events(sc.exchange, [(e, C) for e in ec])
 ok(wait_until(lambda: any(C in l.get("msg", "") and "cannot be used" in l.get("msg", "")
                           for l in sc.lines()), timeout=30), "tenant C said to be unusable")
 ea2 = [str(uuid.uuid4()) for _ in range(20)]
-send(sc.exchange, [(e, A) for e in ea2])
+send_tenant_events(sc.exchange, [(e, A) for e in ea2])
 ok(wait_until(lambda: tenant_count(A, "notification_job", ea2) == 20, timeout=30),
    "tenant A's later events applied while C's database is missing")
 is_eq(queue_depth(sc.dlq), 0, "C's events not dead-lettered")
@@ -122,7 +105,7 @@ is_eq(tenant_count(C, "consumed_event", ec), 10, "tenant C: one claim per event"
 revoke(B)
 eb2 = [str(uuid.uuid4()) for _ in range(20)]
 ea3 = [str(uuid.uuid4()) for _ in range(20)]
-send(sc.exchange, [x for pair in zip([(e, B) for e in eb2], [(e, A) for e in ea3]) for x in pair])
+send_tenant_events(sc.exchange, [x for pair in zip([(e, B) for e in eb2], [(e, A) for e in ea3]) for x in pair])
 ok(wait_until(lambda: tenant_count(A, "notification_job", ea3) == 20, timeout=60),
    "tenant A's events applied while B is out of reach")
 is_eq(tenant_count(B, "notification_job", eb2), 0, "none of B's applied meanwhile")
