@@ -135,6 +135,39 @@ static void *db_loop(void *arg)
     return NULL;
 }
 
+/* Each tenant once a tick, one after the other: a tenant that does not
+ * answer holds this thread only (the page reads what was stored). When
+ * the session itself cannot connect, the tenants after it in the sweep get
+ * the same error instead of a connect each. */
+static void *tenant_loop(void *arg)
+{
+    struct sc_console_sampler *s = arg;
+    struct tenant_reading *r = malloc(sizeof *r);
+    while (r && !atomic_load(&s->stop) && !sc_stop_requested()) {
+        int64_t t0 = sc_now_ms();
+        int down = 0;
+        for (size_t i = 0; i < s->nt && !atomic_load(&s->stop) && !sc_stop_requested(); i++) {
+            if (!down) {
+                sc_console_sample_tenant(&s->tt, s->con, i, r);
+                down = !r->ok && !sc_db_connected(&s->tt.db);
+            }
+            pthread_mutex_lock(&s->lock);
+            if (r->ok || !s->tenants[i].sampled)
+                s->tenants[i] = *r;
+            else { /* the last good counts stay, marked not answering */
+                s->tenants[i].ok = 0;
+                s->tenants[i].error_class = r->error_class;
+                memcpy(s->tenants[i].error, r->error, sizeof r->error);
+            }
+            pthread_mutex_unlock(&s->lock);
+        }
+        wait_tick(s, t0);
+    }
+    free(r);
+    sc_console_tenants_free(&s->tt);
+    return NULL;
+}
+
 static void *amqp_loop(void *arg)
 {
     struct sc_console_sampler *s = arg;
@@ -188,9 +221,17 @@ struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con)
     }
     for (size_t k = 0; k < s->nk; k++)
         s->consumed_per_min[k] = s->queue_msgs[k] = s->queue_cons[k] = s->dlq_msgs[k] = -1;
+    if (sc_console_tenants_init(&s->tt, con) ||
+        !(s->tenants = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tenants))) {
+        sc_console_sampler_stop(s);
+        return NULL;
+    }
+    s->nt = s->tt.nt;
+    if (s->nt)
+        s->tenant_started = pthread_create(&s->tenant_thread, NULL, tenant_loop, s) == 0;
     s->db_started = pthread_create(&s->db_thread, NULL, db_loop, s) == 0;
     s->amqp_started = pthread_create(&s->amqp_thread, NULL, amqp_loop, s) == 0;
-    if (!s->db_started || !s->amqp_started) {
+    if (!s->db_started || !s->amqp_started || (s->nt && !s->tenant_started)) {
         sc_console_sampler_stop(s);
         return NULL;
     }
@@ -206,6 +247,11 @@ void sc_console_sampler_stop(struct sc_console_sampler *s)
         pthread_join(s->db_thread, NULL);
     if (s->amqp_started)
         pthread_join(s->amqp_thread, NULL);
+    if (s->tenant_started)
+        pthread_join(s->tenant_thread, NULL);
+    else
+        sc_console_tenants_free(&s->tt);
+    free(s->tenants);
     sc_console_ring_free(&s->dbr);
     sc_console_ring_free(&s->amqpr);
     free(s->consumed_per_min);
