@@ -84,7 +84,7 @@ struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con);
 void sc_console_sampler_stop(struct sc_console_sampler *s);
 /* console_overview.c */
 json_t *sc_console_overview(struct sc_console_sampler *s, int tenant); /* -1: not one */
-json_t *sc_console_history(struct sc_console_sampler *s);
+json_t *sc_console_history(struct sc_console_sampler *s, int tenant);
 /* console_metrics.c */
 char *sc_console_metrics(struct sc_console_sampler *s); /* Prometheus text, malloc'd */
 

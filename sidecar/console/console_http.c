@@ -308,7 +308,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/api/overview") == 0)
         out = sc_console_overview(con->sampler, tenant);
     else if (strcmp(url, "/api/history") == 0)
-        out = sc_console_history(con->sampler);
+        out = sc_console_history(con->sampler, tenant);
     else if (strcmp(url, "/api/outbox") == 0)
         out = sc_console_outbox_rows(con, tenant, arg(c, "status"), arg(c, "after"),
                                      int_arg(c, "limit", 50), &status);

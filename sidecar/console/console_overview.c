@@ -118,7 +118,10 @@ json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
     return out;
 }
 
-json_t *sc_console_history(struct sc_console_sampler *s)
+/* The charts' hour: of mysql.url's database; with tenants, of their
+ * totals, or of the one tenant (its backlog, publish rate and oldest age:
+ * consumption per consumer is mysql.url's only). */
+json_t *sc_console_history(struct sc_console_sampler *s, int tenant)
 {
     size_t nk = s->nk;
     const char **db_names = calloc(3 + nk, sizeof *db_names);
@@ -140,7 +143,8 @@ json_t *sc_console_history(struct sc_console_sampler *s)
         amqp_names[nk + k] = labels[2 * nk + k];
     }
     pthread_mutex_lock(&s->lock);
-    json_t *dbj = sc_console_ring_json(&s->dbr, db_names);
+    json_t *dbj = !s->nt ? sc_console_ring_json(&s->dbr, db_names)
+                  : sc_console_ring_json(tenant >= 0 ? &s->tenr[tenant] : &s->totr, db_names);
     json_t *aj = sc_console_ring_json(&s->amqpr, amqp_names);
     pthread_mutex_unlock(&s->lock);
     out = json_pack("{s:i, s:o?, s:o?}", "sample_ms", s->con->cfg->console_sample_ms,

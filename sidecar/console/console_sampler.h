@@ -130,6 +130,8 @@ struct sc_console_sampler {
 
     size_t nt;                    /* tenants.list */
     struct tenant_reading *tenants; /* nt */
+    struct sc_console_ring *tenr; /* nt; series: backlog, publish/min, oldest age */
+    struct sc_console_ring totr;  /* the same series over every tenant that answered */
     pthread_t tenant_thread;
     int tenant_started;
 

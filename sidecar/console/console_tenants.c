@@ -46,10 +46,11 @@ int sc_console_tenant(const struct sc_console *con, const char *name, int *idx, 
     return -1;
 }
 
+/* A tenant's count: exact, or past the cap ("capped": more than n - 1). */
 static json_t *count_json(const struct sample_count *c)
 {
-    return json_pack("{s:o, s:b}", "n", c->n < 0 ? json_null() : json_integer(c->n), "exact",
-                     c->exact);
+    return json_pack("{s:o, s:b, s:b}", "n", c->n < 0 ? json_null() : json_integer(c->n), "exact",
+                     c->exact, "capped", c->n >= 0 && !c->exact);
 }
 
 static long long backlog(const struct tenant_reading *r)
