@@ -179,11 +179,21 @@ static void *tenant_loop(void *arg)
     while (r && !atomic_load(&s->stop) && !sc_stop_requested()) {
         int64_t t0 = sc_now_ms();
         int down = 0;
+        mark_busy(s, &s->tens);
         for (size_t i = 0; i < s->nt && !atomic_load(&s->stop) && !sc_stop_requested(); i++) {
             if (!down) {
                 sc_console_sample_tenant(&s->tt, s->con, i, r);
                 down = !r->ok && !sc_db_connected(&s->tt.db);
             }
+            /* One line per change of a tenant's state, not one per sample
+             * (read without the lock: this thread is the one writer). */
+            const struct tenant_reading *was = &s->tenants[i];
+            const char *name = s->con->cfg->tenants.list[i];
+            if (!r->ok && (was->ok || !was->sampled))
+                sc_warn("console: tenant %s: %s (%s; sampling again every %d ms)", name, r->error,
+                        r->error_class ? r->error_class : "?", s->con->cfg->console_sample_ms);
+            else if (r->ok && was->sampled && !was->ok)
+                sc_info("console: tenant %s answers again", name);
             pthread_mutex_lock(&s->lock);
             if (r->ok) {
                 double pt[3];
@@ -201,6 +211,9 @@ static void *tenant_loop(void *arg)
         }
         pthread_mutex_lock(&s->lock);
         push_totals(s);
+        s->tens.last_took_ms = sc_now_ms() - t0;
+        s->tens.busy_since_ms = 0;
+        s->tens.sampled = 1;
         pthread_mutex_unlock(&s->lock);
         wait_tick(s, t0);
     }

@@ -72,11 +72,8 @@ int sc_console_tenants_init(struct tenant_sampling *t, const struct sc_console *
 
 void sc_console_tenants_free(struct tenant_sampling *t)
 {
-    struct sc_db_err e = {0};
-    if (sc_db_connected(&t->db)) {
-        sc_db_rollback(&t->db, &e);
+    if (sc_db_connected(&t->db))
         sc_db_close(&t->db);
-    }
     free(t->qname);
     free(t->published_prev);
     free(t->max_id_prev);
@@ -97,8 +94,12 @@ static int connect_session(struct tenant_sampling *t, const struct sc_console *c
         if (!(urls[n] = without_database(tc->database_urls[n])))
             goto out;
     rc = sc_db_connect_urls(&t->db, &con->cfg_short, urls, n, e);
-    if (rc == 0)
+    if (rc == 0) {
         sc_console_db_session(&t->db);
+        /* Each SELECT its own transaction: no statement to end it, no
+         * metadata lock on a tenant's tables kept past its read. */
+        mysql_autocommit(t->db.conn, 1);
+    }
 out:
     if (rc && !e->code && !e->msg[0])
         snprintf(e->msg, sizeof e->msg, "out of memory");
@@ -154,7 +155,6 @@ void sc_console_sample_tenant(struct tenant_sampling *t, const struct sc_console
     out->oldest_age_s = age ? (double)atoll(age) / 1e6 : -1;
     long long hi = max_id ? atoll(max_id) : 0;
     sc_rows_free(&rows);
-    sc_db_rollback(&t->db, &e);
 
     int64_t now = sc_now_ms();
     double minutes = t->prev_ms[i] ? (double)(now - t->prev_ms[i]) / 60000.0 : 0;
@@ -174,10 +174,6 @@ fail:
     snprintf(out->error, sizeof out->error, "error %u: %.250s", e.code, e.msg);
     out->error_class = sc_db_error_class_name(e.cls ? e.cls : SC_DBERR_CONNECTION);
     t->prev_ms[i] = 0;
-    if (!sc_db_connected(&t->db))
-        return;
-    if (sc_console_db_broken(&e))
+    if (sc_db_connected(&t->db) && sc_console_db_broken(&e))
         sc_db_close(&t->db);
-    else
-        sc_db_rollback(&t->db, &e);
 }

@@ -132,6 +132,7 @@ struct sc_console_sampler {
     struct tenant_reading *tenants; /* nt */
     struct sc_console_ring *tenr; /* nt; series: backlog, publish/min, oldest age */
     struct sc_console_ring totr;  /* the same series over every tenant that answered */
+    struct server_state tens;     /* the sweeps over the tenants: busy_since_ms, last_took_ms */
     pthread_t tenant_thread;
     int tenant_started;
 

@@ -221,6 +221,11 @@ ok(ac and ac["state"] == "ok" and ac["counts"]["PENDING"]["n"] == 7 and took < 1
    f"acme still shows its 7 PENDING, the overview answering in {took * 1000:.0f} ms", detail=ac)
 is_eq([r["tenant"] for r in ov["tenants"]["rows"]][0], "globex", "the unreachable tenant is listed first")
 is_eq(ov["tenants"]["total"]["unreachable"], 1, "the total line counts 1 unreachable")
+status, _, metrics = con.request("/metrics")
+ok("sidecar_console_tenants_unreachable 1\n" in metrics and 'sidecar_console_sample_seconds{server="tenants"}'
+   in metrics, "/metrics: sidecar_console_tenants_unreachable 1, the sweep's length", detail=metrics[-800:])
+ok(any(l.get("msg", "").startswith("console: tenant globex: error ") for l in con.lines()),
+   "the console logs the tenant that stopped answering", detail=con.text()[-800:])
 status, _, r = con.request("/api/outbox?status=PENDING&tenant=globex")
 ok(status in (500, 503) and "database" in r.get("error", ""), "a list of the dropped tenant fails with the reason",
    detail=r)
@@ -231,6 +236,8 @@ make_tenant_db("globex")
 grant_admin("globex")
 ok(wait_until(lambda: (row_of(overview(con)[2], "globex") or {}).get("state") == "ok", timeout=15),
    "once the database is back the tenant shows again")
+ok(wait_until(lambda: any(l.get("msg") == "console: tenant globex answers again" for l in con.lines()), timeout=5),
+   "and the console logs it once")
 is_eq(con.stop(), 0, "the console stops cleanly")
 for t in TENANTS:
     drop_tenant_db(t)
