@@ -82,21 +82,20 @@ json_t *sc_console_tenant_json(const struct sc_console_sampler *s, size_t i)
     return o;
 }
 
-static const struct sc_console_sampler *sort_s;
-
 /* Unreachable first (an operator must see those), then the largest
  * backlog, then by name. */
-static int by_backlog(const void *a, const void *b)
+static int by_backlog(const void *a, const void *b, void *arg)
 {
+    const struct sc_console_sampler *s = arg;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const struct tenant_reading *x = &sort_s->tenants[i], *y = &sort_s->tenants[j];
+    const struct tenant_reading *x = &s->tenants[i], *y = &s->tenants[j];
     int dx = x->sampled && !x->ok, dy = y->sampled && !y->ok;
     if (dx != dy)
         return dy - dx;
     long long bx = backlog(x), by = backlog(y);
     if (bx != by)
         return bx < by ? 1 : -1;
-    return strcmp(sort_s->con->cfg->tenants.list[i], sort_s->con->cfg->tenants.list[j]);
+    return strcmp(s->con->cfg->tenants.list[i], s->con->cfg->tenants.list[j]);
 }
 
 json_t *sc_console_tenants_table(const struct sc_console_sampler *s)
@@ -106,11 +105,7 @@ json_t *sc_console_tenants_table(const struct sc_console_sampler *s)
         return json_null();
     for (size_t i = 0; i < s->nt; i++)
         order[i] = i;
-    static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER; /* qsort has no context */
-    pthread_mutex_lock(&sort_lock);
-    sort_s = s;
-    qsort(order, s->nt, sizeof *order, by_backlog);
-    pthread_mutex_unlock(&sort_lock);
+    qsort_r(order, s->nt, sizeof *order, by_backlog, (void *)s);
     json_t *rows = json_array();
     size_t shown = s->nt < SC_CONSOLE_TENANTS_SHOWN ? s->nt : SC_CONSOLE_TENANTS_SHOWN;
     for (size_t k = 0; k < shown; k++)

@@ -8,6 +8,7 @@ a tenant whose database is dropped shows as unreachable while the other
 still shows, the page answering at once. In a real browser too
 (test_console.js, plan "tenants")."""
 import re
+import secrets
 import urllib.error
 import urllib.request
 
@@ -54,9 +55,10 @@ class Console:
     def url(self, path=""):
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def request(self, path, timeout=15):
+    def request(self, path, method="GET", body=None, headers=None, timeout=15):
         """(status, headers, parsed JSON or text)"""
-        req = urllib.request.Request(self.url(path))
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url(path), data=data, method=method, headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 status, hdrs, raw = r.status, dict(r.headers), r.read().decode()
@@ -119,9 +121,14 @@ tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id
 want = {"acme": (7, 0), "globex": (3, 2)}
 
 admin_url = os.environ["SC_TEST_MYSQL_ADMIN_URL"]
+token = secrets.token_hex(16)
+token_path = os.path.join(tempfile.mkdtemp(prefix="sc-console-tok-"), "tokens")
+with open(token_path, "w") as f:
+    f.write(f"alice:{token}\n")
+os.chmod(token_path, 0o600)
 con = Console({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
                "mysql": {"url": admin_url}, "consumers": [],
-               "console": {"listen": "127.0.0.1:0", "sample_ms": 1000},
+               "console": {"listen": "127.0.0.1:0", "sample_ms": 1000, "token_file": token_path},
                "tenants": {"key": "extension:tenant", "list": TENANTS,
                            "database_url": re.sub(r"/app$", "/" + PREFIX + "{tenant}", admin_url)}},
               env={"SIDECAR_LOG_LEVEL": "debug"})
@@ -176,6 +183,21 @@ ok(status == 200 and (ev.get("outbox") or {}).get("status") == "PENDING", "and i
 status, _, page = con.request("/api/outbox?status=PENDING")
 ok(status == 200 and not ({r["event_id"] for r in page.get("rows", [])} & set(acme_ids + globex_ids)),
    "without ?tenant the lists read mysql.url's database", detail=page)
+
+# An action in a tenant's database: set one of globex's FAILED rows PENDING.
+auth = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+status, _, r = con.request("/api/outbox/pending?tenant=acme", "POST", {"event_id": globex_ids[0]}, auth)
+ok(status == 409 and "no row" in r.get("error", ""), "set PENDING with ?tenant=acme: acme has no such row (409)",
+   detail=r)
+is_eq(tenant_query("globex", "SELECT status FROM outbox_event WHERE event_id = %s", (globex_ids[0],))[0][0],
+      "FAILED", "and globex's row is unchanged")
+status, _, r = con.request("/api/outbox/pending?tenant=globex", "POST", {"event_id": globex_ids[0]}, auth)
+ok(status == 200 and r.get("status") == "PENDING", "set PENDING with ?tenant=globex", detail=r)
+is_eq(tenant_query("globex", "SELECT status FROM outbox_event WHERE event_id = %s", (globex_ids[0],))[0][0],
+      "PENDING", "the row in globex's database is PENDING")
+tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id = %s", (globex_ids[0],))
+status, _, r = con.request("/api/outbox/pending?tenant=initech", "POST", {"event_id": globex_ids[0]}, auth)
+is_eq(status, 404, "an action naming a tenant not in tenants.list: 404")
 
 # A name that is not a tenant: refused before any query.
 before = len(con.lines())
