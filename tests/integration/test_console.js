@@ -182,7 +182,8 @@ async function tenantsPlan(page) {
     const f = document.querySelector('#outbox-cards [data-status="FAILED"] .n');
     return location.search === '?tenant=acme' && e && e.dataset.count === String(want.PENDING)
       && f && f.dataset.count === String(want.FAILED) && document.getElementById('tenant-select').value === 'acme'
-      && document.getElementById('tenants-block').hidden;
+      && document.getElementById('tenants-block').hidden
+      && document.getElementById('lists-scope').textContent.includes("tenant acme's database");
   }, plan.acme, 15000);
   check(selected, "choosing acme shows acme's counts, the selector on acme",
         await page.evaluate(() => location.search + ' ' + document.getElementById('outbox-cards').innerText));

@@ -252,6 +252,9 @@
     sel.value = o.tenant || '';
     $('scope').textContent = o.scope === 'tenant' ? `of tenant ${o.tenant}`
       : o.scope === 'totals' ? `of every tenant (${names.length})` : '';
+    $('lists-scope').textContent = o.scope === 'tenant'
+      ? `The lists, Find and the actions below read tenant ${o.tenant}'s database.`
+      : o.scope === 'totals' ? "The lists and Find below read mysql.url's database: choose a tenant to read its own." : '';
     const block = $('tenants-block');
     block.hidden = !o.tenants;
     if (!o.tenants) return;
