@@ -143,8 +143,8 @@ json_t *sc_console_replay(struct sc_console *con, const char *who, const json_t 
     return reply;
 }
 
-json_t *sc_console_set_pending(struct sc_console *con, const char *who, const json_t *req,
-                               unsigned *status)
+json_t *sc_console_set_pending(struct sc_console *con, int tenant, const char *who,
+                               const json_t *req, unsigned *status)
 {
     const char *id = json_string_value(json_object_get(req, "event_id"));
     char canon[37];
@@ -152,7 +152,7 @@ json_t *sc_console_set_pending(struct sc_console *con, const char *who, const js
         return refuse(400, "event_id: the UUID of a FAILED outbox row", status);
     int slot;
     json_t *err;
-    struct sc_db *db = sc_console_db_get(con, &slot, &err, status);
+    struct sc_db *db = sc_console_db_get(con, tenant, &slot, &err, status);
     if (!db)
         return err;
     struct sc_log_fields lf = {.event_id = canon, .outcome = "set_pending"};

@@ -72,6 +72,35 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
     return send_json(c, status, json_pack("{s:s}", "error", msg));
 }
 
+/* The page asked with a tenant that is not one: a page saying so (the
+ * message is escaped: the name came from the URL), and a link back. */
+static enum MHD_Result send_page_error(struct MHD_Connection *c, unsigned status, json_t *err)
+{
+    const char *msg = json_string_value(json_object_get(err, "error"));
+    char esc[1200];
+    size_t j = 0;
+    for (const char *p = msg ? msg : "error"; *p && j + 7 < sizeof esc; p++) {
+        const char *rep = *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '&' ? "&amp;"
+                          : *p == '"' ? "&quot;" : *p == '\'' ? "&#39;" : NULL;
+        if (rep) {
+            memcpy(esc + j, rep, strlen(rep));
+            j += strlen(rep);
+        } else {
+            esc[j++] = *p;
+        }
+    }
+    esc[j] = 0;
+    json_decref(err);
+    char *page = NULL;
+    int n = asprintf(&page, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                     "<title>sidecar console: %u</title></head><body><h1>%u</h1>"
+                     "<p id=\"error\">%s</p><p><a href=\"/\">Every tenant</a></p></body></html>\n",
+                     status, status, esc);
+    if (n < 0)
+        return send_bytes(c, 500, "text/plain", "out of memory\n", 14, MHD_RESPMEM_PERSISTENT);
+    return send_bytes(c, status, "text/html; charset=utf-8", page, (size_t)n, MHD_RESPMEM_MUST_FREE);
+}
+
 static const char *arg(struct MHD_Connection *c, const char *name)
 {
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
@@ -202,8 +231,12 @@ static enum MHD_Result action(struct sc_console_http *h, struct MHD_Connection *
     char by[200];
     snprintf(by, sizeof by, "%s from %s", who, from);
     unsigned status = 500;
-    json_t *out = strcmp(url, "/api/dlq/replay") == 0 ? sc_console_replay(con, by, req, &status)
-                                                      : sc_console_set_pending(con, by, req, &status);
+    int tenant = -1;
+    json_t *out = NULL;
+    if (strcmp(url, "/api/dlq/replay") == 0)
+        out = sc_console_replay(con, by, req, &status);
+    else if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status) == 0)
+        out = sc_console_set_pending(con, tenant, by, req, &status);
     json_decref(req);
     if (out)
         json_object_set_new(out, "by", json_string(who));
@@ -247,6 +280,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!get)
         return send_error(c, 405, "GET only here");
 
+    /* ?tenant=NAME selects a tenant's database; a name that is not one is
+     * refused here, before any query. */
+    unsigned status = 200;
+    json_t *out = NULL;
+    int tenant = -1;
+    if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status)) {
+        if (strncmp(url, "/api/", 5) == 0)
+            return send_json(c, status, out);
+        return send_page_error(c, status, out);
+    }
     const char *asset = strcmp(url, "/") == 0 ? "/index.html" : url;
     for (size_t i = 0; i < sc_console_n_assets; i++)
         if (strcmp(asset, sc_console_assets[i].path) == 0)
@@ -262,19 +305,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(c, 500, "out of memory");
         return send_bytes(c, 200, "text/plain; version=0.0.4", m, strlen(m), MHD_RESPMEM_MUST_FREE);
     }
-    unsigned status = 200;
-    json_t *out = NULL;
     if (strcmp(url, "/api/overview") == 0)
-        out = sc_console_overview(con->sampler);
+        out = sc_console_overview(con->sampler, tenant);
     else if (strcmp(url, "/api/history") == 0)
-        out = sc_console_history(con->sampler);
+        out = sc_console_history(con->sampler, tenant);
     else if (strcmp(url, "/api/outbox") == 0)
-        out = sc_console_outbox_rows(con, arg(c, "status"), arg(c, "after"),
+        out = sc_console_outbox_rows(con, tenant, arg(c, "status"), arg(c, "after"),
                                      int_arg(c, "limit", 50), &status);
     else if (strcmp(url, "/api/event") == 0)
-        out = sc_console_event(con, arg(c, "id"), &status);
+        out = sc_console_event(con, tenant, arg(c, "id"), &status);
     else if (strcmp(url, "/api/aggregate") == 0)
-        out = sc_console_aggregate(con, arg(c, "type"), arg(c, "id"), arg(c, "after"),
+        out = sc_console_aggregate(con, tenant, arg(c, "type"), arg(c, "id"), arg(c, "after"),
                                    int_arg(c, "limit", 50), &status);
     else if (strcmp(url, "/api/dlq") == 0)
         out = sc_console_dlq(con, arg(c, "consumer"), int_arg(c, "offset", 0),

@@ -23,7 +23,7 @@
 
 /* ---- outbox rows ---------------------------------------------------------- */
 
-json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
+json_t *sc_console_outbox_rows(struct sc_console *con, int tenant, const char *status_name,
                                const char *after, int limit, unsigned *status)
 {
     static const char *const allowed[] = {"PENDING", "PUBLISHING", "FAILED", "PUBLISHED"};
@@ -60,7 +60,7 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
     const char *params[4] = {st, k, k, eid};
     int slot;
     json_t *err;
-    struct sc_db *db = sc_console_db_get(con, &slot, &err, status);
+    struct sc_db *db = sc_console_db_get(con, tenant, &slot, &err, status);
     if (!db)
         return err;
     struct sc_rows rows;
@@ -123,7 +123,7 @@ json_t *sc_console_outbox_rows(struct sc_console *con, const char *status_name,
 
 /* ---- one event ------------------------------------------------------------ */
 
-json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *status)
+json_t *sc_console_event(struct sc_console *con, int tenant, const char *id, unsigned *status)
 {
     char canon[37];
     size_t len = id ? strlen(id) : 0;
@@ -145,7 +145,7 @@ json_t *sc_console_event(struct sc_console *con, const char *id, unsigned *statu
     }
     int slot;
     json_t *err;
-    struct sc_db *db = sc_console_db_get(con, &slot, &err, status);
+    struct sc_db *db = sc_console_db_get(con, tenant, &slot, &err, status);
     if (!db)
         return err;
     struct sc_db_err e = {0};
@@ -242,7 +242,7 @@ fail:
     return sc_console_db_error("event", &e, status);
 }
 
-json_t *sc_console_aggregate(struct sc_console *con, const char *type, const char *id,
+json_t *sc_console_aggregate(struct sc_console *con, int tenant, const char *type, const char *id,
                              const char *after, int limit, unsigned *status)
 {
     if (!type || !type[0] || !id || !id[0] || strlen(type) > 64 || strlen(id) > 64) {
@@ -254,7 +254,7 @@ json_t *sc_console_aggregate(struct sc_console *con, const char *type, const cha
         limit = 50;
     int slot;
     json_t *err;
-    struct sc_db *db = sc_console_db_get(con, &slot, &err, status);
+    struct sc_db *db = sc_console_db_get(con, tenant, &slot, &err, status);
     if (!db)
         return err;
     struct sc_db_err e = {0};

@@ -67,6 +67,16 @@ char *sc_console_metrics(struct sc_console_sampler *s)
             "sidecar_console_sample_seconds{server=\"mysql\"} %.3f\n"
             "sidecar_console_sample_seconds{server=\"amqp\"} %.3f\n",
         (double)s->dbs.last_took_ms / 1000.0, (double)s->amqps.last_took_ms / 1000.0);
+    if (s->nt) {
+        size_t down = 0;
+        for (size_t i = 0; i < s->nt; i++)
+            down += s->tenants[i].sampled && !s->tenants[i].ok;
+        add(&t, "sidecar_console_sample_seconds{server=\"tenants\"} %.3f\n"
+                "# HELP sidecar_console_tenants_unreachable Tenants whose database the console's "
+                "last sample could not read.\n# TYPE sidecar_console_tenants_unreachable gauge\n"
+                "sidecar_console_tenants_unreachable %zu\n",
+            (double)s->tens.last_took_ms / 1000.0, down);
+    }
     add(&t, "# HELP sidecar_outbox_rows Outbox rows by status (exact up to %d, above it the "
             "optimiser's estimate: sidecar_outbox_rows_exact 0).\n# TYPE sidecar_outbox_rows gauge\n",
         SC_CONSOLE_CAP_EXACT);

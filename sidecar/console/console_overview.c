@@ -36,7 +36,32 @@ static json_t *real_or_null(double v)
     return v < 0 ? json_null() : json_real(v);
 }
 
-json_t *sc_console_overview(struct sc_console_sampler *s)
+static json_t *outbox_json(const struct sample_count *st, double oldest, json_t *expired,
+                           double per_min)
+{
+    json_t *counts = json_object();
+    for (int i = 0; i < N_ST; i++)
+        json_object_set_new(counts, sc_console_st_names[i],
+                            json_pack("{s:o, s:b}", "n", num_or_null(st[i].n), "exact", st[i].exact));
+    return json_pack("{s:o, s:o, s:o, s:o}", "counts", counts, "oldest_pending_age_s",
+                     real_or_null(oldest), "expired_leases", expired, "published_per_min",
+                     real_or_null(per_min));
+}
+
+/* A tenant's database as the page's server badge shows it. */
+static json_t *tenant_server_json(const struct tenant_reading *r, const char *name)
+{
+    const char *state = !r->sampled ? "unknown" : r->ok ? "ok" : "error";
+    json_t *o = json_pack("{s:s, s:s, s:s}", "state", state, "endpoint", name, "tenant", name);
+    json_object_set_new(o, "error", r->error[0] && !r->ok ? json_string(r->error) : json_null());
+    json_object_set_new(o, "last_ok", r->last_ok_wall_ms ? json_integer(r->last_ok_wall_ms)
+                                                         : json_null());
+    return o;
+}
+
+/* The overview: of mysql.url's database; with tenants, of their totals
+ * and a table of them; of one tenant when tenant >= 0. */
+json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
 {
     struct sc_console *con = s->con;
     char db_ep[300] = "", amqp_ep[300] = "";
@@ -44,29 +69,46 @@ json_t *sc_console_overview(struct sc_console_sampler *s)
     sc_url_endpoint(con->cfg->amqp_url, amqp_ep, sizeof amqp_ep);
     json_t *out = json_object();
     pthread_mutex_lock(&s->lock);
+    const struct tenant_reading *tr = tenant >= 0 ? &s->tenants[tenant] : NULL;
     json_object_set_new(out, "time", json_integer(sc_console_wall_ms()));
     json_object_set_new(out, "sample_ms", json_integer(con->cfg->console_sample_ms));
     json_object_set_new(out, "read_only", json_boolean(con->n_tokens == 0));
-    json_object_set_new(out, "database", server_json(&s->dbs, db_ep));
+    json_object_set_new(out, "scope", json_string(tr ? "tenant" : s->nt ? "totals" : "database"));
+    json_object_set_new(out, "tenant", tr ? json_string(con->cfg->tenants.list[tenant]) : json_null());
+    json_t *names = json_array();
+    for (size_t i = 0; i < s->nt; i++)
+        json_array_append_new(names, json_string(con->cfg->tenants.list[i]));
+    json_object_set_new(out, "tenants_list", names);
+    json_object_set_new(out, "database", tr ? tenant_server_json(tr, con->cfg->tenants.list[tenant])
+                                            : server_json(&s->dbs, db_ep));
     json_object_set_new(out, "broker", server_json(&s->amqps, amqp_ep));
-    json_t *counts = json_object();
-    for (int i = 0; i < N_ST; i++)
-        json_object_set_new(counts, sc_console_st_names[i],
-                            json_pack("{s:o, s:b}", "n", num_or_null(s->by_status[i].n), "exact",
-                                      s->by_status[i].exact));
-    json_object_set_new(out, "outbox",
-        json_pack("{s:o, s:o, s:o, s:o}", "counts", counts, "oldest_pending_age_s",
-                  real_or_null(s->oldest_age_s), "expired_leases", num_or_null(s->expired.n),
-                  "published_per_min", real_or_null(s->publish_per_min)));
+    if (tr) {
+        json_object_set_new(out, "outbox", outbox_json(tr->by_status, tr->oldest_age_s, json_null(),
+                                                       tr->publish_per_min));
+        json_object_set_new(out, "tenant_row", sc_console_tenant_json(s, (size_t)tenant));
+        json_object_set_new(out, "tenant_consumed_per_min", real_or_null(tr->consumed_per_min));
+    } else if (s->nt) {
+        json_t *total = sc_console_tenants_total(s);
+        json_t *o = json_pack("{s:O, s:O, s:n, s:n}", "counts", json_object_get(total, "counts"),
+                              "oldest_pending_age_s", json_object_get(total, "oldest_pending_age_s"),
+                              "expired_leases", "published_per_min");
+        json_decref(total);
+        json_object_set_new(out, "outbox", o);
+        json_object_set_new(out, "tenants", sc_console_tenants_table(s));
+    } else {
+        json_object_set_new(out, "outbox", outbox_json(s->by_status, s->oldest_age_s,
+                                                       num_or_null(s->expired.n), s->publish_per_min));
+    }
     json_t *cs = json_array();
     for (size_t k = 0; k < s->nk; k++) {
         const struct sc_consumer_config *c = &con->cfg->consumers[k];
+        /* per consumer in mysql.url's database only (a tenant's: the total) */
         json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "name", c->name, "queue",
                               c->queue, "dead_letter_queue", c->dead_letter_queue,
                               "queue_messages", num_or_null(s->queue_msgs[k]), "queue_consumers",
                               num_or_null(s->queue_cons[k]), "dlq_messages",
                               num_or_null(s->dlq_msgs[k]), "consumed_per_min",
-                              real_or_null(s->consumed_per_min[k]));
+                              real_or_null(tr || s->nt ? -1 : s->consumed_per_min[k]));
         json_object_set_new(o, "queue_error", s->queue_err[k][0] ? json_string(s->queue_err[k])
                                                                  : json_null());
         json_array_append_new(cs, o);
@@ -76,7 +118,10 @@ json_t *sc_console_overview(struct sc_console_sampler *s)
     return out;
 }
 
-json_t *sc_console_history(struct sc_console_sampler *s)
+/* The charts' hour: of mysql.url's database; with tenants, of their
+ * totals, or of the one tenant (its backlog, publish rate and oldest age:
+ * consumption per consumer is mysql.url's only). */
+json_t *sc_console_history(struct sc_console_sampler *s, int tenant)
 {
     size_t nk = s->nk;
     const char **db_names = calloc(3 + nk, sizeof *db_names);
@@ -98,7 +143,8 @@ json_t *sc_console_history(struct sc_console_sampler *s)
         amqp_names[nk + k] = labels[2 * nk + k];
     }
     pthread_mutex_lock(&s->lock);
-    json_t *dbj = sc_console_ring_json(&s->dbr, db_names);
+    json_t *dbj = !s->nt ? sc_console_ring_json(&s->dbr, db_names)
+                  : sc_console_ring_json(tenant >= 0 ? &s->tenr[tenant] : &s->totr, db_names);
     json_t *aj = sc_console_ring_json(&s->amqpr, amqp_names);
     pthread_mutex_unlock(&s->lock);
     out = json_pack("{s:i, s:o?, s:o?}", "sample_ms", s->con->cfg->console_sample_ms,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "console.h"
+#include "tenant.h"
 
 void sc_console_pool_init(struct sc_console_pool *p)
 {
@@ -44,15 +45,38 @@ json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigne
     return json_pack("{s:s}", "error", msg);
 }
 
-struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
+/* Connects slot i to tenant's database (-1: mysql.url's). */
+static int pool_connect(struct sc_console *con, struct sc_db *db, int tenant, struct sc_db_err *e)
+{
+    if (tenant < 0)
+        return sc_db_connect(db, &con->cfg_short, e);
+    const struct sc_tenants_config *tc = &con->cfg->tenants;
+    char **urls;
+    if (sc_tenant_urls(tc, tc->list[tenant], &urls)) {
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        e->cls = SC_DBERR_FAILURE;
+        return -1;
+    }
+    int rc = sc_db_connect_urls(db, &con->cfg_short, urls, tc->n_database_urls, e);
+    sc_tenant_urls_free(urls, tc->n_database_urls);
+    return rc;
+}
+
+struct sc_db *sc_console_db_get(struct sc_console *con, int tenant, int *slot, json_t **err,
                                 unsigned *status)
 {
     struct sc_console_pool *p = &con->pool;
     int i;
     pthread_mutex_lock(&p->lock);
-    for (i = 0; i < SC_CONSOLE_DB_SLOTS && (p->busy[i] || !sc_db_connected(&p->db[i])); i++)
+    /* An idle session in that database, else a free slot to connect in,
+     * else an idle session elsewhere, closed to connect again. */
+    for (i = 0; i < SC_CONSOLE_DB_SLOTS &&
+                (p->busy[i] || !sc_db_connected(&p->db[i]) || p->tenant[i] != tenant); i++)
         ;
-    if (i == SC_CONSOLE_DB_SLOTS) /* no idle session: a free slot to connect in */
+    if (i == SC_CONSOLE_DB_SLOTS)
+        for (i = 0; i < SC_CONSOLE_DB_SLOTS && (p->busy[i] || sc_db_connected(&p->db[i])); i++)
+            ;
+    if (i == SC_CONSOLE_DB_SLOTS)
         for (i = 0; i < SC_CONSOLE_DB_SLOTS && p->busy[i]; i++)
             ;
     if (i < SC_CONSOLE_DB_SLOTS)
@@ -65,9 +89,11 @@ struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
                          "(slow or not answering); try again");
         return NULL;
     }
+    if (sc_db_connected(&p->db[i]) && p->tenant[i] != tenant)
+        sc_db_close(&p->db[i]);
     if (!sc_db_connected(&p->db[i])) {
         struct sc_db_err e = {0};
-        if (sc_db_connect(&p->db[i], &con->cfg_short, &e)) {
+        if (pool_connect(con, &p->db[i], tenant, &e)) {
             *err = sc_console_db_error("connect", &e, status);
             *status = 503;
             pthread_mutex_lock(&p->lock);
@@ -75,6 +101,7 @@ struct sc_db *sc_console_db_get(struct sc_console *con, int *slot, json_t **err,
             pthread_mutex_unlock(&p->lock);
             return NULL;
         }
+        p->tenant[i] = tenant;
         sc_console_db_session(&p->db[i]);
     }
     *slot = i;

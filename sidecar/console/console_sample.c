@@ -135,6 +135,93 @@ static void *db_loop(void *arg)
     return NULL;
 }
 
+static void tenant_point(const struct tenant_reading *r, double *pt)
+{
+    const struct sample_count *st = r->by_status;
+    pt[0] = st[ST_PENDING].n >= 0 ? (double)(st[ST_PENDING].n + (st[ST_PUBLISHING].n > 0 ? st[ST_PUBLISHING].n : 0))
+                                  : -1;
+    pt[1] = r->publish_per_min;
+    pt[2] = r->oldest_age_s < 0 ? 0 : r->oldest_age_s;
+}
+
+/* The totals' point of a sweep: sums over the tenants that answered (the
+ * rate only when every one of them knows its own), the oldest age's max. */
+static void push_totals(struct sc_console_sampler *s)
+{
+    double tot[3] = {0, 0, 0};
+    int any = 0, rate_known = 1;
+    for (size_t i = 0; i < s->nt; i++) {
+        double pt[3];
+        if (!s->tenants[i].ok)
+            continue;
+        tenant_point(&s->tenants[i], pt);
+        any = 1;
+        tot[0] += pt[0] < 0 ? 0 : pt[0];
+        rate_known &= pt[1] >= 0;
+        tot[1] += pt[1] < 0 ? 0 : pt[1];
+        tot[2] = pt[2] > tot[2] ? pt[2] : tot[2];
+    }
+    if (!any)
+        tot[0] = tot[1] = -1;
+    else if (!rate_known)
+        tot[1] = -1;
+    sc_console_ring_push(&s->totr, sc_console_wall_ms(), tot);
+}
+
+/* Each tenant once a tick, one after the other: a tenant that does not
+ * answer holds this thread only (the page reads what was stored). When
+ * the session itself cannot connect, the tenants after it in the sweep get
+ * the same error instead of a connect each. */
+static void *tenant_loop(void *arg)
+{
+    struct sc_console_sampler *s = arg;
+    struct tenant_reading *r = malloc(sizeof *r);
+    while (r && !atomic_load(&s->stop) && !sc_stop_requested()) {
+        int64_t t0 = sc_now_ms();
+        int down = 0;
+        mark_busy(s, &s->tens);
+        for (size_t i = 0; i < s->nt && !atomic_load(&s->stop) && !sc_stop_requested(); i++) {
+            if (!down) {
+                sc_console_sample_tenant(&s->tt, s->con, i, r);
+                down = !r->ok && !sc_db_connected(&s->tt.db);
+            }
+            /* One line per change of a tenant's state, not one per sample
+             * (read without the lock: this thread is the one writer). */
+            const struct tenant_reading *was = &s->tenants[i];
+            const char *name = s->con->cfg->tenants.list[i];
+            if (!r->ok && (was->ok || !was->sampled))
+                sc_warn("console: tenant %s: %s (%s; sampling again every %d ms)", name, r->error,
+                        r->error_class ? r->error_class : "?", s->con->cfg->console_sample_ms);
+            else if (r->ok && was->sampled && !was->ok)
+                sc_info("console: tenant %s answers again", name);
+            pthread_mutex_lock(&s->lock);
+            if (r->ok) {
+                double pt[3];
+                tenant_point(r, pt);
+                sc_console_ring_push(&s->tenr[i], sc_console_wall_ms(), pt);
+            }
+            if (r->ok || !s->tenants[i].sampled)
+                s->tenants[i] = *r;
+            else { /* the last good counts stay, marked not answering */
+                s->tenants[i].ok = 0;
+                s->tenants[i].error_class = r->error_class;
+                memcpy(s->tenants[i].error, r->error, sizeof r->error);
+            }
+            pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_lock(&s->lock);
+        push_totals(s);
+        s->tens.last_took_ms = sc_now_ms() - t0;
+        s->tens.busy_since_ms = 0;
+        s->tens.sampled = 1;
+        pthread_mutex_unlock(&s->lock);
+        wait_tick(s, t0);
+    }
+    free(r);
+    sc_console_tenants_free(&s->tt);
+    return NULL;
+}
+
 static void *amqp_loop(void *arg)
 {
     struct sc_console_sampler *s = arg;
@@ -188,9 +275,27 @@ struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con)
     }
     for (size_t k = 0; k < s->nk; k++)
         s->consumed_per_min[k] = s->queue_msgs[k] = s->queue_cons[k] = s->dlq_msgs[k] = -1;
+    if (sc_console_tenants_init(&s->tt, con) ||
+        !(s->tenants = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tenants))) {
+        sc_console_sampler_stop(s);
+        return NULL;
+    }
+    s->nt = s->tt.nt;
+    if (s->nt && (!(s->tenr = calloc(s->nt, sizeof *s->tenr)) ||
+                  sc_console_ring_init(&s->totr, points, 3))) {
+        sc_console_sampler_stop(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < s->nt; i++)
+        if (sc_console_ring_init(&s->tenr[i], points, 3)) {
+            sc_console_sampler_stop(s);
+            return NULL;
+        }
+    if (s->nt)
+        s->tenant_started = pthread_create(&s->tenant_thread, NULL, tenant_loop, s) == 0;
     s->db_started = pthread_create(&s->db_thread, NULL, db_loop, s) == 0;
     s->amqp_started = pthread_create(&s->amqp_thread, NULL, amqp_loop, s) == 0;
-    if (!s->db_started || !s->amqp_started) {
+    if (!s->db_started || !s->amqp_started || (s->nt && !s->tenant_started)) {
         sc_console_sampler_stop(s);
         return NULL;
     }
@@ -206,6 +311,15 @@ void sc_console_sampler_stop(struct sc_console_sampler *s)
         pthread_join(s->db_thread, NULL);
     if (s->amqp_started)
         pthread_join(s->amqp_thread, NULL);
+    if (s->tenant_started)
+        pthread_join(s->tenant_thread, NULL);
+    else
+        sc_console_tenants_free(&s->tt);
+    free(s->tenants);
+    for (size_t i = 0; s->tenr && i < s->nt; i++)
+        sc_console_ring_free(&s->tenr[i]);
+    free(s->tenr);
+    sc_console_ring_free(&s->totr);
     sc_console_ring_free(&s->dbr);
     sc_console_ring_free(&s->amqpr);
     free(s->consumed_per_min);

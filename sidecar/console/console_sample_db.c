@@ -11,7 +11,9 @@
  *   - with relay.source "binlog", PENDING counts and the oldest start at the
  *     checkpoint's watermark (relay_checkpoint.published_created_before, one
  *     primary-key read): the rows before it are published, their status
- *     left PENDING;
+ *     left PENDING, so PUBLISHED counts them too (status PENDING, created
+ *     before W: the rule inspect applies), and the publishing rate adds the
+ *     PENDING rows the watermark passed since the last sample;
  *   - expired leases: a capped COUNT over ix_outbox_event_lease;
  *   - publishing rate: PUBLISHED rows whose created_at is at or after a
  *     watermark W (the oldest PENDING row, or 5 s ago when none is older),
@@ -59,13 +61,14 @@ static const char *after_w(const struct db_sampling *d, int st, char *buf, size_
     return buf;
 }
 
-/* The optimiser's row estimate for one status range (EXPLAIN reads no rows). */
-static int estimate(struct db_sampling *d, int st, long long *n, struct sc_db_err *e)
+/* The optimiser's row estimate for one range of ix_outbox_event_claim
+ * (EXPLAIN reads no rows). */
+static int estimate(struct db_sampling *d, const char *where, long long *n, struct sc_db_err *e)
 {
     struct sc_db *db = &d->db;
-    char sql[300], wb[80];
+    char sql[400];
     snprintf(sql, sizeof sql, "EXPLAIN SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_claim) "
-                              "WHERE status = '%s'%s", sc_console_st_names[st], after_w(d, st, wb, sizeof wb));
+                              "WHERE %s", where);
     MYSQL_RES *r = sc_db_select(db, sql, e);
     if (!r)
         return -1;
@@ -80,13 +83,15 @@ static int estimate(struct db_sampling *d, int st, long long *n, struct sc_db_er
     return 0;
 }
 
-static int count_status(struct db_sampling *d, int st, struct sample_count *out,
-                        struct sc_db_err *e)
+/* Rows of one range of ix_outbox_event_claim, exact up to the cap, else
+ * the estimate; *over remembers which it was for the next sample. */
+static int count_range(struct db_sampling *d, const char *where, int *over,
+                       struct sample_count *out, struct sc_db_err *e)
 {
-    char sql[400], v[32], wb[80];
-    if (d->over[st]) {
+    char sql[500], v[32];
+    if (*over) {
         long long est;
-        if (estimate(d, st, &est, e))
+        if (estimate(d, where, &est, e))
             return -1;
         if (est >= SC_CONSOLE_CAP_EXACT / 2) {
             out->n = est;
@@ -96,22 +101,64 @@ static int count_status(struct db_sampling *d, int st, struct sample_count *out,
     }
     snprintf(sql, sizeof sql,
              "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_claim) "
-             "WHERE status = '%s'%s LIMIT %d) capped",
-             sc_console_st_names[st], after_w(d, st, wb, sizeof wb), SC_CONSOLE_CAP_EXACT + 1);
+             "WHERE %s LIMIT %d) capped", where, SC_CONSOLE_CAP_EXACT + 1);
     if (scalar(&d->db, sql, NULL, v, sizeof v, NULL, e))
         return -1;
     long long n = atoll(v);
-    d->over[st] = n > SC_CONSOLE_CAP_EXACT;
-    if (!d->over[st]) {
+    *over = n > SC_CONSOLE_CAP_EXACT;
+    if (!*over) {
         out->n = n;
         out->exact = 1;
         return 0;
     }
     long long est;
-    if (estimate(d, st, &est, e))
+    if (estimate(d, where, &est, e))
         return -1;
     out->n = est > SC_CONSOLE_CAP_EXACT ? est : SC_CONSOLE_CAP_EXACT + 1;
     out->exact = 0;
+    return 0;
+}
+
+static int count_status(struct db_sampling *d, int st, struct sample_count *out,
+                        struct sc_db_err *e)
+{
+    char where[200], wb[80];
+    snprintf(where, sizeof where, "status = '%s'%s", sc_console_st_names[st],
+             after_w(d, st, wb, sizeof wb));
+    if (count_range(d, where, &d->over[st], out, e))
+        return -1;
+    if (st != ST_PUBLISHED || !d->ckpt_w[0])
+        return 0;
+    /* The binlog relay's published rows: PENDING, created before W (the
+     * rule inspect applies to one row). */
+    struct sample_count before;
+    snprintf(where, sizeof where, "status = 'PENDING' AND created_at < '%s'", d->ckpt_w);
+    if (count_range(d, where, &d->over_before_w, &before, e))
+        return -1;
+    out->n += before.n;
+    out->exact &= before.exact;
+    return 0;
+}
+
+/* Rows the binlog relay published between two watermarks: PENDING rows
+ * created in [from, to), or -1 past the cap. */
+static int published_between(struct sc_db *db, const char *from, const char *to, long long *n,
+                             struct sc_db_err *e)
+{
+    char v[32];
+    const char *p[2] = {from, to};
+    struct sc_rows rows;
+    if (sc_db_select_params(db,
+            "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_claim) "
+            "WHERE status = 'PENDING' AND created_at >= ? AND created_at < ? LIMIT 1000001) capped",
+            p, 2, 1, 0, &rows, e))
+        return -1;
+    const char *c = sc_rows_get(&rows, 0, 0);
+    snprintf(v, sizeof v, "%s", c ? c : "0");
+    sc_rows_free(&rows);
+    *n = atoll(v);
+    if (*n > CAP_WINDOW)
+        *n = -1;
     return 0;
 }
 
@@ -188,6 +235,17 @@ int sc_console_sample_db(struct db_sampling *d, const struct sc_console *con,
         if (a_now >= 0 && a_now >= d->b_prev)
             pub_per_min = (double)(a_now - d->b_prev) / minutes;
     }
+    /* relay.source "binlog" marks no row: what it published since the last
+     * sample is what its watermark passed. */
+    if (d->ckpt_w[0] && d->ckpt_prev[0] && minutes > 0) {
+        long long passed = 0;
+        if (strcmp(d->ckpt_prev, d->ckpt_w) < 0 &&
+            published_between(&d->db, d->ckpt_prev, d->ckpt_w, &passed, &e))
+            goto fail;
+        if (passed >= 0)
+            pub_per_min = (pub_per_min > 0 ? pub_per_min : 0) + (double)passed / minutes;
+    }
+    snprintf(d->ckpt_prev, sizeof d->ckpt_prev, "%s", d->ckpt_w);
 
     /* Consumption since the last sample: new primary keys only. */
     double *per_min = calloc(nk ? nk : 1, sizeof *per_min);

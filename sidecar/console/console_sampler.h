@@ -6,6 +6,8 @@
  *                          under the lock (it stores every reading)
  *   console_sample_db.c    one database sample (a db_reading)
  *   console_sample_amqp.c  one broker sample (an amqp_reading)
+ *   console_sample_tenants.c  one sample of each tenant's database (a
+ *                          tenant_reading), one statement a tenant
  *   console_overview.c     the overview and the charts' history, as JSON
  *   console_metrics.c      the console's /metrics text */
 #ifndef SC_CONSOLE_SAMPLER_H
@@ -72,6 +74,39 @@ struct db_sampling {
     long long last_id;            /* highest consumed_event.id seen, -1 before the first */
     int64_t last_sample_ms;
     char ckpt_w[32];              /* the binlog relay's watermark (io/db_watermark.h), "" none */
+    char ckpt_prev[32];           /* the same at the last sample */
+    int over_before_w;            /* the count of PENDING rows before it hit the cap */
+};
+
+/* Tenants (tenants.list): counts are exact up to this, then shown as "more
+ * than" (a sweep over 200 tenants stays cheap). */
+#define SC_CONSOLE_TENANT_CAP 10000
+/* The overview's per-tenant table: the first this many, then "N more". */
+#define SC_CONSOLE_TENANTS_SHOWN 50
+
+/* What one sample of one tenant's database read, and how it went. */
+struct tenant_reading {
+    int sampled;                  /* a sample has finished */
+    int ok;                       /* and the last one succeeded */
+    char error[300];              /* why not: "error N: msg" */
+    const char *error_class;      /* sc_db_error_class_name, or NULL */
+    struct sample_count by_status[N_ST];
+    double oldest_age_s;          /* -1: no PENDING row */
+    double publish_per_min;       /* -1: not known (yet) */
+    double consumed_per_min;      /* every consumer together; -1: not known (yet) */
+    int64_t last_ok_wall_ms;
+};
+
+/* The tenants thread's own state: one session (the tenants' databases are
+ * on the same server, their names differ: each is read by its qualified
+ * name), and each tenant's last counters for its rates. */
+struct tenant_sampling {
+    struct sc_db db;
+    size_t nt;
+    char (*qname)[80];            /* `database` of each tenant */
+    long long *published_prev;    /* -1: not known */
+    long long *max_id_prev;       /* -1: not known */
+    int64_t *prev_ms;
 };
 
 struct sc_console_sampler {
@@ -93,7 +128,16 @@ struct sc_console_sampler {
     struct sc_console_ring dbr;   /* series: backlog, publish/min, oldest age, consumed/min x nk */
     struct sc_console_ring amqpr; /* series: dlq x nk, queue x nk */
 
+    size_t nt;                    /* tenants.list */
+    struct tenant_reading *tenants; /* nt */
+    struct sc_console_ring *tenr; /* nt; series: backlog, publish/min, oldest age */
+    struct sc_console_ring totr;  /* the same series over every tenant that answered */
+    struct server_state tens;     /* the sweeps over the tenants: busy_since_ms, last_took_ms */
+    pthread_t tenant_thread;
+    int tenant_started;
+
     struct db_sampling dbt;       /* not under the lock: the database thread's own */
+    struct tenant_sampling tt;    /* not under the lock: the tenants thread's own */
 };
 
 /* The wall clock in ms (what the page shows; sc_now_ms is monotonic). */
@@ -103,6 +147,23 @@ int64_t sc_console_wall_ms(void);
  * connection-class error closes d->db: the next sample connects again). */
 int sc_console_sample_db(struct db_sampling *d, const struct sc_console *con,
                          struct db_reading *out, char *err, size_t err_len);
+
+/* console_sample_tenants.c: sets up t for con's tenants (0, or -1 out of
+ * memory), and frees it. */
+int sc_console_tenants_init(struct tenant_sampling *t, const struct sc_console *con);
+void sc_console_tenants_free(struct tenant_sampling *t);
+/* One sample of tenant i into out (one statement; the session connected
+ * first when it is not). Always fills out: ok 0 with the error when the
+ * tenant's database could not be read. */
+void sc_console_sample_tenant(struct tenant_sampling *t, const struct sc_console *con, size_t i,
+                              struct tenant_reading *out);
+
+/* console_tenants.c, under the sampler's lock: one tenant's row; the
+ * table of the first SC_CONSOLE_TENANTS_SHOWN (unreachable first, then by
+ * backlog) with "more" and the total line; the total line alone. */
+json_t *sc_console_tenant_json(const struct sc_console_sampler *s, size_t i);
+json_t *sc_console_tenants_table(const struct sc_console_sampler *s);
+json_t *sc_console_tenants_total(const struct sc_console_sampler *s);
 
 /* console_sample_amqp.c: one broker sample, a passive declare of every
  * consumer's queue and dead-letter queue (connecting first when a is not).

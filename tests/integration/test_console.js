@@ -155,6 +155,44 @@ async function deadPlan(page) {
   await shot(page, 'console-dead-servers.png');
 }
 
+// Tenants: the selector, the backlog table, one tenant selected, an
+// unknown one refused, one whose database is gone shown as unreachable.
+async function tenantsPlan(page) {
+  await page.goto(plan.url, {waitUntil: 'domcontentloaded'});
+  check(await waitFor(page, () => document.body.dataset.ready === '1', null, 10000), 'the page loads with tenants');
+  const listed = await waitFor(page, (want) => {
+    const opts = [...document.querySelectorAll('#tenant-select option')].map((o) => o.value).filter((v) => v);
+    return !document.getElementById('tenant-pick').hidden && JSON.stringify(opts) === JSON.stringify(want);
+  }, plan.tenants, 15000);
+  check(listed, 'the selector lists every tenant',
+        await page.evaluate(() => document.getElementById('tenant-pick').innerText));
+  const rows = await waitFor(page, (p) => {
+    const a = document.querySelector(`#tenant-table tr[data-tenant="acme"]`);
+    const u = document.querySelector(`#tenant-table tr[data-tenant="${p.unreachable}"]`);
+    return a && u && a.dataset.state === 'ok' && a.querySelector('[data-pending]').dataset.pending === String(p.acme.PENDING)
+      && u.dataset.state === 'unreachable' && /unreachable/.test(u.innerText);
+  }, plan, 15000);
+  check(rows, `the table: acme with ${plan.acme.PENDING} PENDING, ${plan.unreachable} unreachable`,
+        await page.evaluate(() => document.getElementById('tenant-table').innerText));
+  await shot(page, 'console-tenants.png');
+  await page.select('#tenant-select', 'acme');
+  await page.waitForNavigation({waitUntil: 'domcontentloaded'}).catch(() => {});
+  const selected = await waitFor(page, (want) => {
+    const e = document.querySelector('#outbox-cards [data-status="PENDING"] .n');
+    const f = document.querySelector('#outbox-cards [data-status="FAILED"] .n');
+    return location.search === '?tenant=acme' && e && e.dataset.count === String(want.PENDING)
+      && f && f.dataset.count === String(want.FAILED) && document.getElementById('tenant-select').value === 'acme'
+      && document.getElementById('tenants-block').hidden
+      && document.getElementById('lists-scope').textContent.includes("tenant acme's database");
+  }, plan.acme, 15000);
+  check(selected, "choosing acme shows acme's counts, the selector on acme",
+        await page.evaluate(() => location.search + ' ' + document.getElementById('outbox-cards').innerText));
+  const r = await page.goto(plan.url + '?tenant=initech', {waitUntil: 'domcontentloaded'});
+  const text = await page.evaluate(() => document.body.innerText);
+  check(r.status() === 404 && text.includes('not in tenants.list'), 'an unknown tenant gets a 404 page saying why',
+        `${r.status()} ${text.slice(0, 200)}`);
+}
+
 (async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sc-chromium-'));
   const browser = await puppeteer.launch({
@@ -172,7 +210,9 @@ async function deadPlan(page) {
     const problems = [];
     page.on('pageerror', (e) => problems.push('pageerror: ' + e.message));
     page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-    if (plan.mode === 'dead') await deadPlan(page); else await mainPlan(page);
+    if (plan.mode === 'dead') await deadPlan(page);
+    else if (plan.mode === 'tenants') await tenantsPlan(page);
+    else await mainPlan(page);
     // Errors the page logged: a CSP violation would be one (a 4xx/5xx
     // answer Chromium logs as a failed resource is expected in these tests).
     const csp = problems.filter((p) => /Content Security Policy|pageerror/.test(p));

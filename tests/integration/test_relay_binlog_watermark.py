@@ -10,7 +10,8 @@ binlog role:
    commits the row is published and W passes it;
 3. the relay's sidecar_relay_pending / oldest_pending_age gauges and the
    console's sidecar_outbox_oldest_pending_age_seconds and PENDING count go
-   back to 0 after the drain;
+   back to 0 after the drain; the console counts the rows before W
+   PUBLISHED, and its publish rate follows W's movement;
 4. inspect (and inspect --aggregate) says PUBLISHED (binlog relay:
    checkpoint watermark W) for a published row, PENDING for one created
    after W;
@@ -82,11 +83,41 @@ try:
         json.dump(r.config, f)
     r.start()
     seen = []
+    # the console from the start: it sees the watermark move
+    import urllib.request
+    con_dir = tempfile.mkdtemp(prefix="sc-console-")
+    con_cfg = os.path.join(con_dir, "console.json")
+    with open(con_cfg, "w") as f:
+        json.dump({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
+                   "mysql": {"url": URL}, "consumers": [],
+                   "console": {"listen": "127.0.0.1:0", "sample_ms": 1000}}, f)
+    con_log = open(os.path.join(con_dir, "console.log"), "w")
+    con = subprocess.Popen([SIDECAR, "console", "-c", con_cfg], stdout=con_log, stderr=subprocess.STDOUT)
+
+    def console_port():
+        m = re.search(r"console: listening on 127\.0\.0\.1:(\d+)", open(con_log.name).read())
+        return int(m.group(1)) if m else None
+
+    port = wait_until(console_port, timeout=20)
+    age = lambda: metric_sum(port, r"^sidecar_outbox_oldest_pending_age_seconds (\d+)\.\d+$", -1)
+    pending = lambda: metric_sum(port, r'^sidecar_outbox_rows\{status="PENDING"\} (\d+)$', -1)
+    published_n = lambda: metric_sum(port, r'^sidecar_outbox_rows\{status="PUBLISHED"\} (\d+)$', -1)
+
+    def max_rate():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/history", timeout=10) as resp:
+            h = json.loads(resp.read().decode())
+        return max([v for v in h["database"]["published_per_min"] if v is not None] or [-1])
+    ok(port and wait_until(lambda: published_n() == 0 and pending() == 0, timeout=15),
+       "the console samples the empty outbox", open(con_log.name).read()[-1500:])
 
     # 1. W passes every published row
     first = insert(20)
     ok(wait_until(lambda: set(first) <= set(published(queue, seen)), timeout=30),
        f"20 inserts published ({len(set(first) & set(seen))})")
+    ok(wait_until(lambda: published_n() == 20, timeout=20),
+       f"the console counts them PUBLISHED, the rows before W, though their status is PENDING ({published_n()})")
+    ok(wait_until(lambda: max_rate() > 0, timeout=15),
+       f"and its publish rate follows W's movement (at most {max_rate():.0f}/min in its history)")
     newest = max(created(first))
     ok(wait_until(lambda: watermark() is not None and watermark() > newest, timeout=20),
        f"W passes the newest published row's created_at ({watermark()} > {newest})", r.text()[-2000:])
@@ -131,25 +162,10 @@ try:
        f"sidecar_relay_pending 0 after the drain ({relay_gauge(r, 'pending')})")
     ok(relay_gauge(r, "oldest_pending_age_seconds") == 0,
        f"sidecar_relay_oldest_pending_age_seconds 0 ({relay_gauge(r, 'oldest_pending_age_seconds')})")
-    con_dir = tempfile.mkdtemp(prefix="sc-console-")
-    con_cfg = os.path.join(con_dir, "console.json")
-    with open(con_cfg, "w") as f:
-        json.dump({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
-                   "mysql": {"url": URL}, "consumers": [],
-                   "console": {"listen": "127.0.0.1:0", "sample_ms": 1000}}, f)
-    con_log = open(os.path.join(con_dir, "console.log"), "w")
-    con = subprocess.Popen([SIDECAR, "console", "-c", con_cfg], stdout=con_log, stderr=subprocess.STDOUT)
-
-    def console_port():
-        m = re.search(r"console: listening on 127\.0\.0\.1:(\d+)", open(con_log.name).read())
-        return int(m.group(1)) if m else None
-
-    port = wait_until(console_port, timeout=20)
-    age = lambda: metric_sum(port, r"^sidecar_outbox_oldest_pending_age_seconds (\d+)\.\d+$", -1)
-    pending = lambda: metric_sum(port, r'^sidecar_outbox_rows\{status="PENDING"\} (\d+)$', -1)
     ok(port and wait_until(lambda: age() == 0 and pending() == 0, timeout=15),
        f"the console: oldest PENDING age 0 and 0 PENDING rows ({age()}, {pending()}; 31 rows PENDING "
        "in the table)", open(con_log.name).read()[-1500:])
+    ok(published_n() == 31, f"and 31 PUBLISHED ({published_n()})")
 
     # 4. inspect, and 5. purge: a row created after W (no relay to pass it)
     r.stop()
@@ -174,8 +190,8 @@ try:
        sum(l.endswith(f"PUBLISHED (binlog relay: checkpoint watermark {w_text})") for l in lines) == 3 and
        late[0] in lines[-1] and lines[-1].endswith("PENDING"),
        "inspect --aggregate: the 3 published events PUBLISHED (binlog relay: ...), the one after W PENDING", out)
-    ok(wait_until(lambda: pending() == 1, timeout=15), f"and the console counts it PENDING ({pending()})")
-    import urllib.request
+    ok(wait_until(lambda: pending() == 1, timeout=15) and published_n() == 31,
+       f"and the console counts it PENDING ({pending()}), the 31 still PUBLISHED ({published_n()})")
 
     def console_event(eid):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/event?id={eid}", timeout=10) as resp:
@@ -202,6 +218,8 @@ try:
        "purge deletes the 31 rows the binlog relay published", out)
     ok(left == ((late[0],),), f"and never the row created after W: {left}")
 finally:
+    if "con" in globals() and con.poll() is None:
+        con.terminate()
     srv.stop()
     shutil.rmtree(srv.dir, ignore_errors=True)
 done()

@@ -10,6 +10,9 @@
   const COLORS = ['#0b5cad', '#cf222e', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#1b7c83'];
 
   const $ = (id) => document.getElementById(id);
+  // ?tenant=NAME: every request of the page reads that tenant's database
+  // (the console refuses a name that is not one of tenants.list).
+  const TENANT = new URLSearchParams(location.search).get('tenant');
 
   // el('td', {class: 'num'}, 'text', otherNode): attributes set one by one
   // with setAttribute (never an event handler), children as text nodes.
@@ -47,6 +50,9 @@
   async function api(path, options) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), REQUEST_TIMEOUT_MS);
+    if (TENANT !== null && path.startsWith('/api/')) {
+      path += (path.includes('?') ? '&' : '?') + 'tenant=' + encodeURIComponent(TENANT);
+    }
     try {
       const r = await fetch(path, Object.assign({signal: ctl.signal, credentials: 'same-origin',
                                                  cache: 'no-store'}, options || {}));
@@ -80,6 +86,7 @@
 
   function fmtCount(c) {
     if (!c || c.n === null || c.n === undefined) return '—';
+    if (c.capped) return '> ' + Number(c.n - 1).toLocaleString('en');
     return (c.exact ? '' : '≈ ') + Number(c.n).toLocaleString('en');
   }
 
@@ -230,7 +237,52 @@
       if (c.queue_error) row.append(el('td', {class: 'no'}, c.queue_error));
       tbody.append(row);
     }
+    renderTenants(o);
     $('updated').textContent = 'updated ' + fmtTime(o.time);
+  }
+
+  function renderTenants(o) {
+    const pick = $('tenant-pick'), sel = $('tenant-select');
+    const names = o.tenants_list || [];
+    pick.hidden = names.length === 0;
+    if (sel.options.length !== names.length + 1) {
+      while (sel.options.length > 1) sel.remove(1);
+      for (const n of names) sel.append(el('option', {value: n}, n));
+    }
+    sel.value = o.tenant || '';
+    $('scope').textContent = o.scope === 'tenant' ? `of tenant ${o.tenant}`
+      : o.scope === 'totals' ? `of every tenant (${names.length})` : '';
+    $('lists-scope').textContent = o.scope === 'tenant'
+      ? `The lists, Find and the actions below read tenant ${o.tenant}'s database.`
+      : o.scope === 'totals' ? "The lists and Find below read mysql.url's database: choose a tenant to read its own." : '';
+    const block = $('tenants-block');
+    block.hidden = !o.tenants;
+    if (!o.tenants) return;
+    const tbody = document.querySelector('#tenant-table tbody');
+    clear(tbody);
+    for (const r of o.tenants.rows) {
+      const pending = r.counts.PENDING, failed = r.counts.FAILED;
+      const db = r.state === 'ok' ? 'ok' : r.state === 'unknown' ? 'waiting for the first sample'
+        : `unreachable (${r.error_class || 'error'}): ${r.error || ''}`;
+      // An unreachable tenant keeps its last counts, greyed: they are old.
+      const num = r.state === 'ok' ? 'num' : 'num muted';
+      const old = r.state === 'ok' ? undefined : 'last known, ' + fmtTime(r.last_ok);
+      tbody.append(el('tr', {'data-tenant': r.tenant, 'data-state': r.state},
+        el('td', {}, el('a', {href: '?tenant=' + encodeURIComponent(r.tenant)}, r.tenant)),
+        el('td', {class: num, title: old, 'data-pending': pending.n === null ? '' : pending.n}, fmtCount(pending)),
+        el('td', {class: num, title: old}, fmtAge(r.oldest_pending_age_s)),
+        el('td', {class: num, title: old, 'data-failed': failed.n === null ? '' : failed.n}, fmtCount(failed)),
+        el('td', {class: r.state === 'ok' ? '' : 'no'}, db)));
+    }
+    const t = o.tenants.total, foot = document.querySelector('#tenant-table tfoot');
+    clear(foot);
+    foot.append(el('tr', {'data-total': '1'},
+      el('td', {}, `total of ${t.tenants}`),
+      el('td', {class: 'num', 'data-pending': t.counts.PENDING.n}, fmtCount(t.counts.PENDING)),
+      el('td', {class: 'num'}, fmtAge(t.oldest_pending_age_s)),
+      el('td', {class: 'num', 'data-failed': t.counts.FAILED.n}, fmtCount(t.counts.FAILED)),
+      el('td', {}, t.unreachable ? `${t.unreachable} unreachable (not in the total)` : '')));
+    $('tenants-more').textContent = o.tenants.more > 0 ? `${o.tenants.more} more` : '';
   }
 
   function renderHistory(h) {
@@ -482,6 +534,9 @@
   // ---- wiring -----------------------------------------------------------------
 
   function wire() {
+    $('tenant-select').addEventListener('change', (e) => {
+      location.search = e.target.value ? '?tenant=' + encodeURIComponent(e.target.value) : '';
+    });
     $('publishing-refresh').addEventListener('click', () => loadOutbox('PUBLISHING', 0));
     $('publishing-first').addEventListener('click', () => loadOutbox('PUBLISHING', 0));
     $('publishing-next').addEventListener('click', (e) => loadOutbox('PUBLISHING', Number(e.target.dataset.page || 1)));

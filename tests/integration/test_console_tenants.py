@@ -1,0 +1,266 @@
+"""`sidecar console` with a `tenants` section, two tenants (acme, globex),
+each its own database on the test server: the selector lists both, the
+overview's table shows each tenant's PENDING and FAILED counts as inserted,
+?tenant=acme shows acme's rows and never globex's (API and page), a name not
+in tenants.list is a 404 page before any query, requests cost no statement
+(the tenants are read by the sampler, one statement a tenant a sample), and
+a tenant whose database is dropped shows as unreachable while the other
+still shows, the page answering at once. In a real browser too
+(test_console.js, plan "tenants")."""
+import re
+import secrets
+import urllib.error
+import urllib.request
+
+from harness import *
+from tenants_common import PREFIX, ROOT, _root, _statements, drop_tenant_db, insert_tenant_outbox, \
+    make_tenant_db, tenant_query
+from node_deps import node_modules
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHROMIUM = os.environ.get("SC_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = os.environ.get("SC_ARTIFACTS") or tempfile.mkdtemp(prefix="sc-console-shots-")
+if not os.path.exists(CHROMIUM):
+    bail(f"{CHROMIUM} is missing (Debian: chromium; tests/install-deps installs it)")
+NODE = node_modules()
+
+
+class Console:
+    """`sidecar console` with its own config (as test_console.py's)."""
+
+    def __init__(self, config, env=None):
+        self.dir = tempfile.mkdtemp(prefix="sc-console-")
+        self.config = config
+        self.config_path = os.path.join(self.dir, "console.json")
+        with open(self.config_path, "w") as f:
+            json.dump(config, f)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.log_paths = []
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        self.proc = spawn(self, "console")
+
+        def port():
+            for l in self.lines():
+                m = re.match(r"console: listening on 127\.0\.0\.1:(\d+)", l.get("msg", ""))
+                if m:
+                    return int(m.group(1))
+            return None
+        self.port = wait_until(lambda: port() or (self.proc.poll() is not None and -1), timeout=20)
+        return bool(self.port and self.port > 0)
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def request(self, path, method="GET", body=None, headers=None, timeout=15):
+        """(status, headers, parsed JSON or text)"""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url(path), data=data, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, hdrs, raw = r.status, dict(r.headers), r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, hdrs, raw = e.code, dict(e.headers), e.read().decode()
+        try:
+            return status, hdrs, json.loads(raw)
+        except ValueError:
+            return status, hdrs, raw
+
+    lines = Sidecar.lines
+    text = Sidecar.text
+    stop = Sidecar.stop
+
+
+def browser(plan):
+    path = os.path.join(tempfile.mkdtemp(prefix="sc-plan-"), "plan.json")
+    with open(path, "w") as f:
+        json.dump(dict(plan, chromium=CHROMIUM, screenshots=ARTIFACTS), f)
+    p = subprocess.run(["node", os.path.join(HERE, "test_console.js"), path],
+                       env=dict(os.environ, NODE_PATH=NODE), capture_output=True, text=True, timeout=240)
+    results = []
+    for line in p.stdout.splitlines():
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            diag("node: " + line)
+    for r in results:
+        ok(r["ok"], "browser: " + r["label"], detail=r.get("detail"))
+    if not results:
+        ok(False, "the browser run produced results", detail=p.stderr[-2000:])
+
+TENANTS = ["acme", "globex"]
+
+
+def grant_admin(tenant):
+    """sql/grants/admin.sql's grants on the tenant's database."""
+    with _root() as c, c.cursor() as cur:
+        for g in _statements(os.path.join(ROOT, "sql", "grants", "admin.sql")):
+            if g.strip().upper().startswith("GRANT"):
+                cur.execute(re.sub(r"\bON app\.", f"ON `{PREFIX + tenant}`.", g))
+
+
+def overview(con, tenant=None):
+    return con.request("/api/overview" + (f"?tenant={tenant}" if tenant else ""))
+
+
+def row_of(ov, tenant):
+    rows = [r for r in (ov.get("tenants") or {}).get("rows", []) if r["tenant"] == tenant]
+    return rows[0] if rows else None
+
+
+for t in TENANTS:
+    make_tenant_db(t)
+    grant_admin(t)
+acme_ids = insert_tenant_outbox("acme", 7)
+globex_ids = insert_tenant_outbox("globex", 5, base=2000)
+tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id IN (%s, %s)",
+             (globex_ids[0], globex_ids[1]))
+want = {"acme": (7, 0), "globex": (3, 2)}
+
+admin_url = os.environ["SC_TEST_MYSQL_ADMIN_URL"]
+token = secrets.token_hex(16)
+token_path = os.path.join(tempfile.mkdtemp(prefix="sc-console-tok-"), "tokens")
+with open(token_path, "w") as f:
+    f.write(f"alice:{token}\n")
+os.chmod(token_path, 0o600)
+con = Console({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
+               "mysql": {"url": admin_url}, "consumers": [],
+               "console": {"listen": "127.0.0.1:0", "sample_ms": 1000, "token_file": token_path},
+               "tenants": {"key": "extension:tenant", "list": TENANTS,
+                           "database_url": re.sub(r"/app$", "/" + PREFIX + "{tenant}", admin_url)}},
+              env={"SIDECAR_LOG_LEVEL": "debug"})
+if not con.start():
+    bail("the console with tenants did not start: " + con.text()[-1500:])
+
+
+def counts_shown(ov):
+    return {t: (r["counts"]["PENDING"]["n"], r["counts"]["FAILED"]["n"])
+            for t in TENANTS for r in [row_of(ov, t)] if r and r["state"] == "ok"}
+
+
+ok(wait_until(lambda: counts_shown(overview(con)[2]) == want, timeout=20),
+   f"the tenants table: PENDING and FAILED of each tenant as inserted ({counts_shown(overview(con)[2])})",
+   detail=con.text()[-1500:])
+status, _, ov = overview(con)
+is_eq(ov.get("tenants_list"), TENANTS, "the selector's list: every tenant of tenants.list")
+is_eq(ov.get("scope"), "totals", "without ?tenant the overview is the totals")
+is_eq([r["tenant"] for r in ov["tenants"]["rows"]], ["acme", "globex"], "sorted by backlog (7, then 3)")
+tot = ov["tenants"]["total"]
+ok(tot["counts"]["PENDING"]["n"] == 10 and tot["counts"]["FAILED"]["n"] == 2 and ov["tenants"]["more"] == 0
+   and ov["outbox"]["counts"]["PENDING"]["n"] == 10, "the total line and the cards: 10 PENDING, 2 FAILED", detail=tot)
+ok(all(r["oldest_pending_age_s"] is not None and r["oldest_pending_age_s"] >= 0 for r in ov["tenants"]["rows"]),
+   "each row has its oldest PENDING age", detail=ov["tenants"]["rows"])
+
+status, _, a = overview(con, "acme")
+ok(status == 200 and a["scope"] == "tenant" and a["tenant"] == "acme" and a["outbox"]["counts"]["PENDING"]["n"] == 7
+   and a["outbox"]["counts"]["FAILED"]["n"] == 0 and "tenants" not in a, "?tenant=acme: acme's counts (7, 0)", detail=a)
+status, _, g = overview(con, "globex")
+ok(status == 200 and g["outbox"]["counts"]["PENDING"]["n"] == 3 and g["outbox"]["counts"]["FAILED"]["n"] == 2,
+   "?tenant=globex: globex's counts (3, 2)", detail=g)
+
+
+def last_backlog(tenant=None):
+    h = con.request("/api/history" + (f"?tenant={tenant}" if tenant else ""))[2]
+    b = [v for v in ((h or {}).get("database") or {}).get("backlog", []) if v is not None]
+    return b[-1] if b else None
+
+
+ok(wait_until(lambda: last_backlog("acme") == 7 and last_backlog() == 10, timeout=10),
+   f"the backlog chart: acme's with ?tenant=acme ({last_backlog('acme')}), the totals without ({last_backlog()})")
+status, _, page = con.request("/api/outbox?status=PENDING&limit=200&tenant=acme")
+got = {r["event_id"] for r in page.get("rows", [])}
+ok(status == 200 and got == set(acme_ids), f"?tenant=acme: acme's 7 PENDING rows, none of globex's ({len(got)})",
+   detail=page)
+status, _, page = con.request("/api/outbox?status=FAILED&tenant=globex")
+is_eq({r["event_id"] for r in page.get("rows", [])}, set(globex_ids[:2]), "?tenant=globex: its 2 FAILED rows")
+status, _, ev = con.request(f"/api/event?id={globex_ids[2]}&tenant=acme")
+ok(status == 200 and ev.get("outbox") is None, "an event of globex is not found with ?tenant=acme", detail=ev)
+status, _, ev = con.request(f"/api/event?id={globex_ids[2]}&tenant=globex")
+ok(status == 200 and (ev.get("outbox") or {}).get("status") == "PENDING", "and is with ?tenant=globex", detail=ev)
+status, _, page = con.request("/api/outbox?status=PENDING")
+ok(status == 200 and not ({r["event_id"] for r in page.get("rows", [])} & set(acme_ids + globex_ids)),
+   "without ?tenant the lists read mysql.url's database", detail=page)
+
+# An action in a tenant's database: set one of globex's FAILED rows PENDING.
+auth = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+status, _, r = con.request("/api/outbox/pending?tenant=acme", "POST", {"event_id": globex_ids[0]}, auth)
+ok(status == 409 and "no row" in r.get("error", ""), "set PENDING with ?tenant=acme: acme has no such row (409)",
+   detail=r)
+is_eq(tenant_query("globex", "SELECT status FROM outbox_event WHERE event_id = %s", (globex_ids[0],))[0][0],
+      "FAILED", "and globex's row is unchanged")
+status, _, r = con.request("/api/outbox/pending?tenant=globex", "POST", {"event_id": globex_ids[0]}, auth)
+ok(status == 200 and r.get("status") == "PENDING", "set PENDING with ?tenant=globex", detail=r)
+is_eq(tenant_query("globex", "SELECT status FROM outbox_event WHERE event_id = %s", (globex_ids[0],))[0][0],
+      "PENDING", "the row in globex's database is PENDING")
+tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id = %s", (globex_ids[0],))
+status, _, r = con.request("/api/outbox/pending?tenant=initech", "POST", {"event_id": globex_ids[0]}, auth)
+is_eq(status, 404, "an action naming a tenant not in tenants.list: 404")
+
+# A name that is not a tenant: refused before any query.
+before = len(con.lines())
+status, _, r = overview(con, "initech")
+ok(status == 404 and "not in tenants.list" in r.get("error", ""), "?tenant=initech (not listed): 404", detail=r)
+status, hdrs, body = con.request("/?tenant=initech")
+ok(status == 404 and hdrs.get("Content-Type", "").startswith("text/html") and "not in tenants.list" in body
+   and "default-src 'none'" in hdrs.get("Content-Security-Policy", ""), "the page for it: a 404 page that says why",
+   detail=body)
+status, _, body = con.request("/?tenant=%3Cb%3Ex%3C/b%3E")
+ok(status == 400 and "<b>" not in body, "a name no tenant can have: 400, nothing of it as markup", detail=body)
+status, _, r = con.request("/api/outbox?status=PENDING&tenant=" + PREFIX + "acme")
+is_eq(status, 404, "a database name is not a tenant name (404)")
+sqls = [l["msg"] for l in con.lines()[before:] if l.get("msg", "").startswith("sql: ")
+        and "initech" in l["msg"]]
+is_eq(sqls, [], "no statement names the refused tenant")
+
+# Requests cost no statement: the tenants are read once a sample.
+t0 = time.time()
+mark = len(con.lines())
+views = 0
+while time.time() - t0 < 3.5:
+    overview(con, "acme")
+    overview(con)
+    views += 2
+took = time.time() - t0
+time.sleep(0.05)
+n = sum(1 for l in con.lines()[mark:] if l.get("msg", "").startswith("sql: ") and f"`{PREFIX}acme`" in l["msg"])
+ok(1 <= n <= took + 2, f"{views} overviews in {took:.1f} s: {n} statements on acme's database "
+   "(one a sample of 1 s, none a request)")
+
+# One tenant's database gone: unreachable, the other still shown.
+drop_tenant_db("globex")
+ok(wait_until(lambda: (row_of(overview(con)[2], "globex") or {}).get("state") == "unreachable", timeout=15),
+   "a dropped tenant database shows as unreachable", detail=row_of(overview(con)[2], "globex"))
+t0 = time.time()
+status, _, ov = overview(con)
+took = time.time() - t0
+gx, ac = row_of(ov, "globex"), row_of(ov, "acme")
+ok(gx and gx["error_class"] and gx["error"] and gx["error"].startswith("error "),
+   "with the error and its class", detail=gx)
+ok(ac and ac["state"] == "ok" and ac["counts"]["PENDING"]["n"] == 7 and took < 1.0,
+   f"acme still shows its 7 PENDING, the overview answering in {took * 1000:.0f} ms", detail=ac)
+is_eq([r["tenant"] for r in ov["tenants"]["rows"]][0], "globex", "the unreachable tenant is listed first")
+is_eq(ov["tenants"]["total"]["unreachable"], 1, "the total line counts 1 unreachable")
+status, _, metrics = con.request("/metrics")
+ok("sidecar_console_tenants_unreachable 1\n" in metrics and 'sidecar_console_sample_seconds{server="tenants"}'
+   in metrics, "/metrics: sidecar_console_tenants_unreachable 1, the sweep's length", detail=metrics[-800:])
+ok(any(l.get("msg", "").startswith("console: tenant globex: error ") for l in con.lines()),
+   "the console logs the tenant that stopped answering", detail=con.text()[-800:])
+status, _, r = con.request("/api/outbox?status=PENDING&tenant=globex")
+ok(status in (500, 503) and "database" in r.get("error", ""), "a list of the dropped tenant fails with the reason",
+   detail=r)
+
+browser({"mode": "tenants", "url": con.url("/"), "tenants": TENANTS, "acme": {"PENDING": 7, "FAILED": 0},
+         "unreachable": "globex"})
+make_tenant_db("globex")
+grant_admin("globex")
+ok(wait_until(lambda: (row_of(overview(con)[2], "globex") or {}).get("state") == "ok", timeout=15),
+   "once the database is back the tenant shows again")
+ok(wait_until(lambda: any(l.get("msg") == "console: tenant globex answers again" for l in con.lines()), timeout=5),
+   "and the console logs it once")
+is_eq(con.stop(), 0, "the console stops cleanly")
+for t in TENANTS:
+    drop_tenant_db(t)
+done()
