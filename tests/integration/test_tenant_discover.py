@@ -110,6 +110,28 @@ is_eq(r.stop(), 0, "clean exit")
 evs = [json.loads(b) for _, _, b in drain_with_keys(q)]
 is_eq(tenants_of(evs), collections.Counter({A: 10, C: 10}), "after the drop: 10 A, 10 C")
 ok("relay-secret" not in r.text(), "no password in the log")
+
+# --- the tools go over the same listing ----------------------------------------
+OWNER, OWNER_PW = "td_owner_" + sfx, "owner-" + sfx
+with admin_db() as c, c.cursor() as cur:
+    cur.execute(f"CREATE USER '{OWNER}'@'%' IDENTIFIED BY '{OWNER_PW}'")
+    cur.execute(f"GRANT ALL ON `td%`.* TO '{OWNER}'@'%'")
+owner_cfg = {"amqp": {"url": os.environ["SC_TEST_AMQP_URL"]},
+             "mysql": {"url": os.environ["SC_TEST_MYSQL_URL"]}, "consumers": [],
+             "tenants": {"key": "extension:tenant", "discover": True,
+                         "database_url": f"mysql://{OWNER}:{OWNER_PW}@127.0.0.1:"
+                                         f"{os.environ['SC_TEST_MYSQL_PORT']}/td_{{tenant}}"}}
+rc, out = run_sidecar_cmd(["migrate", "--all", "--schema", os.path.join(ROOT, "sql", "schema")], owner_cfg)
+is_eq(rc, 0, "migrate --all with tenants.discover: exit 0")
+ok(f"migrate: 2 tenants, 2 brought current, 0 failed" in out and f"tenant {A}:" in out and
+   f"tenant {C}:" in out, "it went over the two discovered tenants (A, C)", detail=out)
+ok(f"database td_{BAD} ignored" in out and f"tenant {BAD}" not in out,
+   "and said it ignored the refused one", detail=out)
+rc, out = run_sidecar_cmd(["purge", "--older-than", "30d", "--dry-run"], owner_cfg)
+is_eq(rc, 0, "purge --dry-run with tenants.discover: exit 0")
+ok("purge: 3 databases (mysql.url and 2 tenants), none failed" in out, "purge went over them", detail=out)
+with admin_db() as c, c.cursor() as cur:
+    cur.execute(f"DROP USER '{OWNER}'@'%'")
 for t in (A, C, BAD):
     drop_tenant_db(t)
 
