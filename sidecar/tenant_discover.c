@@ -111,7 +111,12 @@ int sc_tenant_discover(const struct sc_config *cfg, const regex_t *names,
     struct sc_db_err err = {0};
     char *urls[1] = {probe};
     int rc = -1;
-    if (sc_db_connect_urls(&db, cfg, urls, 1, &err)) {
+    /* A probe: the node this thread's next tenant connect starts at stays
+     * where it was. */
+    size_t rotation = sc_db_rotation();
+    int failed = sc_db_connect_urls(&db, cfg, urls, 1, &err);
+    sc_db_set_rotation(rotation);
+    if (failed) {
         snprintf(why, why_len, "connecting: error %u (SQLSTATE %s): %s", err.code, err.sqlstate,
                  err.msg);
         goto out;

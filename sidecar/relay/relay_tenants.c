@@ -396,9 +396,7 @@ void sc_relay_tenants_batch_done(struct sc_relay_tenants *ts, const struct sc_re
 {
     struct sc_relay_tenant *t = b->n > 0 ? tenant_of(ts, &b->rows[0]) : NULL;
     if (t && t->held > 0)
-        t->held--;
-    if (t && t->gone && t->held == 0)
-        tenant_free(ts, b->rows[0].source);
+        t->held--; /* a dropped tenant is freed by the next sweep: its rows are still being ended */
 }
 
 int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts)

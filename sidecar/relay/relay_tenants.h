@@ -97,7 +97,7 @@ int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts);
  * still settling). Returns 0, or -1 (out of memory). */
 int sc_relay_tenants_add(struct sc_relay_tenants *ts, const char *name);
 /* Takes slot i out of the round: freed at once when nothing of it is in
- * hand, else when its last batch is done. */
+ * hand, else by the first sweep after its last batch is done. */
 void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i);
 
 /* relay_discover.c: lists the tenant databases when due (at start, then
