@@ -360,6 +360,8 @@ int sc_consume_run(const struct sc_config *cfg)
         free(ws[i].reasons);
     }
     free(ws);
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        sc_tenant_series_free(&cs[i].m.waiting);
     free(cs);
     return started == n_workers ? 0 : 1;
 }

@@ -399,5 +399,6 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_relay_tenants_free(&io.tenants);
     sc_binlog_source_free(&io.binlog);
     sc_relay_db_free(&io.db);
+    sc_tenant_series_free(&m.backlog);
     return gone ? 2 : 0;
 }
