@@ -337,6 +337,22 @@ static const struct field tenants_fields[] = {
      .def_doc = "none",
      .help = "the tenants by name (each must match `names`): the databases `check`, `migrate --all` "
              "and `purge` go over and the relay reads ([contract.md](contract.md#the-relay-with-tenants))"},
+    {.key = "discover", .type = F_INT, .off = TEN(discover), .min = 0, .max = 1,
+     .def_doc = "`false`",
+     .help = "`true`: the tenants are found on the server of the first `database_url` node: each "
+             "database whose name matches the URL's (`app_{tenant}`), with an `outbox_event` table "
+             "the user can see and a tenant part `names` accepts. The relay lists them again every "
+             "`discover_ms`; `check`, `migrate --all` and `purge` go over them. Excludes `list` "
+             "([contract.md](contract.md#the-relay-with-tenants))"},
+    {.key = "discover_ms", .type = F_INT, .off = TEN(discover_ms), .min = 1000, .max = 3600000,
+     .def_int = 30000,
+     .help = "with `discover`: how often the relay lists the tenant databases again (a new one "
+             "joins the round, one gone is dropped after its batch in hand)"},
+    {.key = "metrics_top", .type = F_INT, .off = TEN(metrics_top), .min = 0, .max = 1000,
+     .def_int = 10,
+     .help = "per-tenant metric series only for this many tenants, those with the largest backlog "
+             "(relay: rows not yet PUBLISHED; consumer: deliveries waiting); totals cover every "
+             "tenant ([operations.md](operations.md#metrics-and-health))"},
 };
 static const struct table tenants_table = {tenants_fields, N(tenants_fields),
                                            sizeof(struct sc_tenants_config)};
@@ -842,6 +858,11 @@ static int validate_tenants(const struct sc_tenants_config *t, char *err, size_t
     char why[256];
     if (sc_tenant_names_compile(t->names, &re, why, sizeof why))
         return fail(err, err_len, "tenants.names: %s", why);
+    if (t->discover && t->n_list > 0) {
+        regfree(&re);
+        return fail(err, err_len, "tenants.discover and tenants.list exclude each other: the "
+                    "tenants are either listed or discovered");
+    }
     for (size_t i = 0; i < t->n_list; i++)
         if (!sc_tenant_name_ok(&re, t->list[i], why, sizeof why)) {
             regfree(&re);

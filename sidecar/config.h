@@ -95,6 +95,9 @@ struct sc_tenants_config {
     int idle_close_ms;         /* a tenant session unused this long is closed */
     char **list;               /* the tenants known up front (may be empty) */
     size_t n_list;
+    int discover;              /* the tenants are the databases database_url's name matches */
+    int discover_ms;           /* how often the relay lists them again */
+    int metrics_top;           /* per-tenant series for this many tenants, the largest */
 };
 
 /* The longest tenant name: what a database name leaves beside a prefix. */

@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "metrics_out.h"
 
 #include "io/db_durability.h"
 #include "otel.h"
@@ -161,6 +162,7 @@ void sc_consumer_metrics_init(struct sc_consumer_metrics *m, const char *name, i
     sc_hist_init(&m->receive_to_commit, sc_seconds_bounds, sc_seconds_n);
     sc_hist_init(&m->handler_seconds, sc_seconds_bounds, sc_seconds_n);
     sc_hist_init(&m->commit_seconds, sc_seconds_bounds, sc_seconds_n);
+    sc_tenant_series_init(&m->waiting, 0);
 }
 
 void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
@@ -175,6 +177,7 @@ void sc_relay_metrics_init(struct sc_relay_metrics *m, const char *worker_id)
     atomic_store(&m->binlog_lag_bytes, -1);
     atomic_store(&m->held_aggregates, -1);
     atomic_store(&m->tenants, -1);
+    sc_tenant_series_init(&m->backlog, 0);
 }
 
 int sc_metrics_register_consumer(struct sc_consumer_metrics *m)
@@ -218,63 +221,17 @@ void sc_metrics_reset(void)
     pthread_mutex_unlock(&durability_lock);
 }
 
-struct out {
-    char *p;
-    size_t len, cap;
-};
-
-__attribute__((format(printf, 2, 3))) static void emit(struct out *o, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (o->len + (size_t)n < o->cap) {
-            o->len += (size_t)n;
-            return;
-        }
-        size_t cap = (o->cap + (size_t)n) * 2;
-        char *p = realloc(o->p, cap);
-        if (!p)
-            return;
-        o->p = p;
-        o->cap = cap;
-    }
-}
-
-/* Label values are consumer names and worker ids: escape \ " and newline. */
-static const char *esc(const char *s, char *buf, size_t len)
-{
-    size_t j = 0;
-    for (; *s && j + 2 < len; s++) {
-        if (*s == '\\' || *s == '"') {
-            buf[j++] = '\\';
-            buf[j++] = *s;
-        } else if (*s == '\n') {
-            buf[j++] = '\\';
-            buf[j++] = 'n';
-        } else {
-            buf[j++] = *s;
-        }
-    }
-    buf[j] = 0;
-    return buf;
-}
-
-static void hist(struct out *o, const char *name, const char *labels, const struct sc_hist *h)
+static void hist(struct sc_metrics_out *o, const char *name, const char *labels, const struct sc_hist *h)
 {
     unsigned long long cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += atomic_load(&h->buckets[i]);
-        emit(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, h->bounds[i], cum);
+        sc_metrics_emit(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, h->bounds[i], cum);
     }
     unsigned long long count = atomic_load(&h->count);
-    emit(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, count);
-    emit(o, "%s_sum{%s} %.6f\n", name, labels, (double)atomic_load(&h->sum_micro) / 1e6);
-    emit(o, "%s_count{%s} %llu\n", name, labels, count);
+    sc_metrics_emit(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, count);
+    sc_metrics_emit(o, "%s_sum{%s} %.6f\n", name, labels, (double)atomic_load(&h->sum_micro) / 1e6);
+    sc_metrics_emit(o, "%s_count{%s} %llu\n", name, labels, count);
 }
 
 static const char *const outcome_names[SC_OUT_COUNT] = {"applied", "duplicate", "retried",
@@ -282,7 +239,7 @@ static const char *const outcome_names[SC_OUT_COUNT] = {"applied", "duplicate", 
 
 char *sc_metrics_render(void)
 {
-    struct out o = {malloc(8192), 0, 8192};
+    struct sc_metrics_out o = {malloc(8192), 0, 8192};
     if (!o.p)
         return NULL;
     o.p[0] = 0;
@@ -290,12 +247,12 @@ char *sc_metrics_render(void)
     int n = (int)n_consumers;
     char e[300], lab[400];
     if (n > 0) {
-        emit(&o, "# HELP sidecar_messages_total Deliveries handled, by outcome.\n"
+        sc_metrics_emit(&o, "# HELP sidecar_messages_total Deliveries handled, by outcome.\n"
                  "# TYPE sidecar_messages_total counter\n");
         for (int i = 0; i < n; i++)
             for (int k = 0; k < SC_OUT_COUNT; k++)
-                emit(&o, "sidecar_messages_total{consumer=\"%s\",outcome=\"%s\"} %llu\n",
-                     esc(consumers[i]->name, e, sizeof e), outcome_names[k],
+                sc_metrics_emit(&o, "sidecar_messages_total{consumer=\"%s\",outcome=\"%s\"} %llu\n",
+                     sc_metrics_esc(consumers[i]->name, e, sizeof e), outcome_names[k],
                      atomic_load(&consumers[i]->outcomes[k]));
         static const struct {
             const char *name, *help;
@@ -311,82 +268,55 @@ char *sc_metrics_render(void)
              offsetof(struct sc_consumer_metrics, commit_seconds)},
         };
         for (size_t j = 0; j < sizeof hs / sizeof *hs; j++) {
-            emit(&o, "# HELP %s %s\n# TYPE %s histogram\n", hs[j].name, hs[j].help, hs[j].name);
+            sc_metrics_emit(&o, "# HELP %s %s\n# TYPE %s histogram\n", hs[j].name, hs[j].help, hs[j].name);
             for (int i = 0; i < n; i++) {
-                snprintf(lab, sizeof lab, "consumer=\"%s\"", esc(consumers[i]->name, e, sizeof e));
+                snprintf(lab, sizeof lab, "consumer=\"%s\"", sc_metrics_esc(consumers[i]->name, e, sizeof e));
                 hist(&o, hs[j].name, lab, (const struct sc_hist *)((const char *)consumers[i] + hs[j].off));
             }
         }
-        emit(&o, "# HELP sidecar_workers Worker threads configured.\n# TYPE sidecar_workers gauge\n");
+        sc_metrics_emit(&o, "# HELP sidecar_workers Worker threads configured.\n# TYPE sidecar_workers gauge\n");
         for (int i = 0; i < n; i++)
-            emit(&o, "sidecar_workers{consumer=\"%s\"} %d\n", esc(consumers[i]->name, e, sizeof e),
+            sc_metrics_emit(&o, "sidecar_workers{consumer=\"%s\"} %d\n", sc_metrics_esc(consumers[i]->name, e, sizeof e),
                  consumers[i]->workers);
-        emit(&o, "# HELP sidecar_connected Workers connected, by server.\n# TYPE sidecar_connected gauge\n");
+        sc_metrics_emit(&o, "# HELP sidecar_connected Workers connected, by server.\n# TYPE sidecar_connected gauge\n");
         for (int i = 0; i < n; i++) {
-            esc(consumers[i]->name, e, sizeof e);
-            emit(&o, "sidecar_connected{consumer=\"%s\",server=\"mysql\"} %d\n", e,
+            sc_metrics_esc(consumers[i]->name, e, sizeof e);
+            sc_metrics_emit(&o, "sidecar_connected{consumer=\"%s\",server=\"mysql\"} %d\n", e,
                  atomic_load(&consumers[i]->db_connected));
-            emit(&o, "sidecar_connected{consumer=\"%s\",server=\"amqp\"} %d\n", e,
+            sc_metrics_emit(&o, "sidecar_connected{consumer=\"%s\",server=\"amqp\"} %d\n", e,
                  atomic_load(&consumers[i]->amqp_connected));
         }
-        emit(&o, "# HELP sidecar_consuming Workers consuming.\n# TYPE sidecar_consuming gauge\n");
+        sc_metrics_emit(&o, "# HELP sidecar_consuming Workers consuming.\n# TYPE sidecar_consuming gauge\n");
         for (int i = 0; i < n; i++)
-            emit(&o, "sidecar_consuming{consumer=\"%s\"} %d\n", esc(consumers[i]->name, e, sizeof e),
+            sc_metrics_emit(&o, "sidecar_consuming{consumer=\"%s\"} %d\n", sc_metrics_esc(consumers[i]->name, e, sizeof e),
                  atomic_load(&consumers[i]->consuming));
-        emit(&o, "# HELP sidecar_consumer_cancelled_total Consumers the broker cancelled (queue "
+        sc_metrics_emit(&o, "# HELP sidecar_consumer_cancelled_total Consumers the broker cancelled (queue "
                  "deleted), each declared and consuming again.\n"
                  "# TYPE sidecar_consumer_cancelled_total counter\n");
         for (int i = 0; i < n; i++)
-            emit(&o, "sidecar_consumer_cancelled_total{consumer=\"%s\"} %llu\n",
-                 esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->cancelled));
-        emit(&o, "# HELP sidecar_consumer_queue_lost_total Times a worker's own check found its "
+            sc_metrics_emit(&o, "sidecar_consumer_cancelled_total{consumer=\"%s\"} %llu\n",
+                 sc_metrics_esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->cancelled));
+        sc_metrics_emit(&o, "# HELP sidecar_consumer_queue_lost_total Times a worker's own check found its "
                  "queue gone, or not consumed by it, with no cancel from the broker; the session "
                  "was made again, which declares the queue and consumes again.\n"
                  "# TYPE sidecar_consumer_queue_lost_total counter\n");
         for (int i = 0; i < n; i++)
-            emit(&o, "sidecar_consumer_queue_lost_total{consumer=\"%s\"} %llu\n",
-                 esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->queue_lost));
-        static const struct {
-            const char *name, *type, *help;
-        } tm[] = {
-            {"sidecar_tenant_sessions", "gauge", "Tenant database sessions open."},
-            {"sidecar_tenants_down", "gauge", "Tenants whose database cannot be used now."},
-            {"sidecar_tenant_waiting", "gauge", "Deliveries waiting in hand for a tenant whose "
-             "database cannot be used."},
-            {"sidecar_tenant_returned_total", "counter", "Deliveries of such tenants given back "
-             "through a delay queue (waited db_outage_hold_ms, or no room in hand)."},
-        };
-        for (size_t t = 0; t < sizeof tm / sizeof *tm; t++) {
-            int any = 0;
-            for (int i = 0; i < n; i++)
-                any |= consumers[i]->tenants;
-            if (!any)
-                break;
-            emit(&o, "# HELP %s %s\n# TYPE %s %s\n", tm[t].name, tm[t].help, tm[t].name, tm[t].type);
-            for (int i = 0; i < n; i++) {
-                const struct sc_consumer_metrics *c = consumers[i];
-                if (!c->tenants)
-                    continue;
-                unsigned long long v = t == 0   ? (unsigned long long)atomic_load(&c->tenant_sessions)
-                                       : t == 1 ? (unsigned long long)atomic_load(&c->tenants_down)
-                                       : t == 2 ? (unsigned long long)atomic_load(&c->tenant_waiting)
-                                                : atomic_load(&c->tenant_returned);
-                emit(&o, "%s{consumer=\"%s\"} %llu\n", tm[t].name, esc(c->name, e, sizeof e), v);
-            }
-        }
-        emit(&o, "# HELP sidecar_consumer_version_breaks_total Ordered consumers: events applied "
+            sc_metrics_emit(&o, "sidecar_consumer_queue_lost_total{consumer=\"%s\"} %llu\n",
+                 sc_metrics_esc(consumers[i]->name, e, sizeof e), atomic_load(&consumers[i]->queue_lost));
+        sc_metrics_render_consumer_tenants(&o, consumers, n);
+        sc_metrics_emit(&o, "# HELP sidecar_consumer_version_breaks_total Ordered consumers: events applied "
                  "whose eventversion was not their key's last applied + 1 (gap: higher, "
                  "regression: not higher).\n"
                  "# TYPE sidecar_consumer_version_breaks_total counter\n");
         for (int i = 0; i < n; i++)
             for (int g = 0; g < 2; g++)
-                emit(&o, "sidecar_consumer_version_breaks_total{consumer=\"%s\",kind=\"%s\"} "
-                     "%llu\n", esc(consumers[i]->name, e, sizeof e), g ? "regression" : "gap",
+                sc_metrics_emit(&o, "sidecar_consumer_version_breaks_total{consumer=\"%s\",kind=\"%s\"} "
+                     "%llu\n", sc_metrics_esc(consumers[i]->name, e, sizeof e), g ? "regression" : "gap",
                      atomic_load(&consumers[i]->version_breaks[g]));
     }
     if (relay) {
         struct sc_relay_metrics *r = relay;
-        snprintf(lab, sizeof lab, "worker=\"%s\"", esc(r->worker_id, e, sizeof e));
+        snprintf(lab, sizeof lab, "worker=\"%s\"", sc_metrics_esc(r->worker_id, e, sizeof e));
         const struct {
             const char *name, *help;
             atomic_ullong *v;
@@ -401,56 +331,48 @@ char *sc_metrics_render(void)
             {"sidecar_relay_claims_total", "Claim transactions run (with tenants: one per tenant database claimed from).", &r->claims},
         };
         for (size_t k = 0; k < sizeof counters / sizeof *counters; k++)
-            emit(&o, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %llu\n", counters[k].name,
+            sc_metrics_emit(&o, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %llu\n", counters[k].name,
                  counters[k].help, counters[k].name, counters[k].name, lab,
                  atomic_load(counters[k].v));
-        emit(&o, "# HELP sidecar_relay_confirm_seconds From publishing a batch to its last confirm.\n"
+        sc_metrics_emit(&o, "# HELP sidecar_relay_confirm_seconds From publishing a batch to its last confirm.\n"
                  "# TYPE sidecar_relay_confirm_seconds histogram\n");
         hist(&o, "sidecar_relay_confirm_seconds", lab, &r->confirm_seconds);
-        emit(&o, "# HELP sidecar_relay_batch_size Rows per claim.\n# TYPE sidecar_relay_batch_size histogram\n");
+        sc_metrics_emit(&o, "# HELP sidecar_relay_batch_size Rows per claim.\n# TYPE sidecar_relay_batch_size histogram\n");
         hist(&o, "sidecar_relay_batch_size", lab, &r->batch_size);
         long long pending = atomic_load(&r->pending), age = atomic_load(&r->oldest_pending_age_ms);
         if (pending >= 0) {
-            emit(&o, "# HELP sidecar_relay_pending Outbox rows not yet PUBLISHED (cached, refreshed every few seconds).\n"
+            sc_metrics_emit(&o, "# HELP sidecar_relay_pending Outbox rows not yet PUBLISHED (cached, refreshed every few seconds).\n"
                      "# TYPE sidecar_relay_pending gauge\nsidecar_relay_pending{%s} %lld\n", lab, pending);
-            emit(&o, "# HELP sidecar_relay_oldest_pending_age_seconds Age of the oldest row not yet PUBLISHED.\n"
+            sc_metrics_emit(&o, "# HELP sidecar_relay_oldest_pending_age_seconds Age of the oldest row not yet PUBLISHED.\n"
                      "# TYPE sidecar_relay_oldest_pending_age_seconds gauge\n"
                      "sidecar_relay_oldest_pending_age_seconds{%s} %.3f\n", lab, age > 0 ? (double)age / 1000 : 0.0);
         }
         long long lag_ms = atomic_load(&r->binlog_lag_ms), lag_bytes = atomic_load(&r->binlog_lag_bytes);
         if (lag_bytes >= 0) {
-            emit(&o, "# HELP sidecar_relay_binlog_lag_seconds relay.source binlog: commit time of the "
+            sc_metrics_emit(&o, "# HELP sidecar_relay_binlog_lag_seconds relay.source binlog: commit time of the "
                      "checkpoint behind now, 0 when it is at the server's end.\n"
                      "# TYPE sidecar_relay_binlog_lag_seconds gauge\n"
                      "sidecar_relay_binlog_lag_seconds{%s} %.3f\n", lab, lag_ms > 0 ? (double)lag_ms / 1000 : 0.0);
-            emit(&o, "# HELP sidecar_relay_binlog_lag_bytes relay.source binlog: bytes of binary log "
+            sc_metrics_emit(&o, "# HELP sidecar_relay_binlog_lag_bytes relay.source binlog: bytes of binary log "
                      "between the checkpoint and the server's end.\n"
                      "# TYPE sidecar_relay_binlog_lag_bytes gauge\nsidecar_relay_binlog_lag_bytes{%s} %lld\n",
                  lab, lag_bytes);
         }
         long long held = atomic_load(&r->held_aggregates);
         if (held >= 0)
-            emit(&o, "# HELP sidecar_relay_held_aggregates Aggregates with a FAILED row: relay.ordering "
+            sc_metrics_emit(&o, "# HELP sidecar_relay_held_aggregates Aggregates with a FAILED row: relay.ordering "
                      "per_aggregate publishes none of their other events until it is repaired.\n"
                      "# TYPE sidecar_relay_held_aggregates gauge\nsidecar_relay_held_aggregates{%s} %lld\n",
                  lab, held);
-        if (atomic_load(&r->tenants) >= 0)
-            emit(&o, "# HELP sidecar_relay_tenants Tenant databases the relay reads (tenants.list).\n"
-                     "# TYPE sidecar_relay_tenants gauge\nsidecar_relay_tenants{%s} %d\n"
-                     "# HELP sidecar_relay_tenant_sessions Tenant database sessions open.\n"
-                     "# TYPE sidecar_relay_tenant_sessions gauge\nsidecar_relay_tenant_sessions{%s} %d\n"
-                     "# HELP sidecar_relay_tenants_down Tenants whose database cannot be used now.\n"
-                     "# TYPE sidecar_relay_tenants_down gauge\nsidecar_relay_tenants_down{%s} %d\n",
-                 lab, atomic_load(&r->tenants), lab, atomic_load(&r->tenant_sessions), lab,
-                 atomic_load(&r->tenants_down));
-        emit(&o, "# HELP sidecar_relay_connected Connected to the server.\n# TYPE sidecar_relay_connected gauge\n"
+        sc_metrics_render_relay_tenants(&o, r, lab);
+        sc_metrics_emit(&o, "# HELP sidecar_relay_connected Connected to the server.\n# TYPE sidecar_relay_connected gauge\n"
                  "sidecar_relay_connected{%s,server=\"mysql\"} %d\nsidecar_relay_connected{%s,server=\"amqp\"} %d\n",
              lab, atomic_load(&r->db_connected), lab, atomic_load(&r->amqp_connected));
     }
     pthread_mutex_unlock(&registry_lock);
     unsigned long long exported, dropped, failed;
     if (sc_otel_counters(&exported, &dropped, &failed))
-        emit(&o, "# HELP sidecar_otel_spans_exported_total Spans the collector took (HTTP 2xx).\n"
+        sc_metrics_emit(&o, "# HELP sidecar_otel_spans_exported_total Spans the collector took (HTTP 2xx).\n"
                  "# TYPE sidecar_otel_spans_exported_total counter\nsidecar_otel_spans_exported_total %llu\n"
                  "# HELP sidecar_otel_spans_dropped_total Spans dropped: the queue was full or the "
                  "collector did not take them.\n# TYPE sidecar_otel_spans_dropped_total counter\n"
@@ -460,7 +382,7 @@ char *sc_metrics_render(void)
                  "sidecar_otel_export_failures_total %llu\n", exported, dropped, failed);
     pthread_mutex_lock(&endpoints_lock);
     if (n_endpoints > 0)
-        emit(&o, "# HELP sidecar_endpoint Which cluster node each connection was last opened to "
+        sc_metrics_emit(&o, "# HELP sidecar_endpoint Which cluster node each connection was last opened to "
                  "(node = index in the configured URL list).\n# TYPE sidecar_endpoint gauge\n");
     for (size_t i = 0; i < n_endpoints; i++) {
         const struct endpoint_slot *ep = &endpoints[i];
@@ -473,25 +395,25 @@ char *sc_metrics_render(void)
                 if (pthread_equal(thread_names[t].thread, ep->thread))
                     worker = thread_names[t].name;
         }
-        emit(&o, "sidecar_endpoint{worker=\"%s\",server=\"%s\",node=\"%d\",endpoint=\"%s\"} 1\n",
-             esc(worker, e, sizeof e), ep->server, ep->node, esc(ep->endpoint, ee, sizeof ee));
+        sc_metrics_emit(&o, "sidecar_endpoint{worker=\"%s\",server=\"%s\",node=\"%d\",endpoint=\"%s\"} 1\n",
+             sc_metrics_esc(worker, e, sizeof e), ep->server, ep->node, sc_metrics_esc(ep->endpoint, ee, sizeof ee));
     }
     pthread_mutex_unlock(&endpoints_lock);
     pthread_mutex_lock(&durability_lock);
     if (n_durability > 0) {
-        emit(&o, "# HELP sidecar_unsafe_durability 1 for each setting the last check of a database "
+        sc_metrics_emit(&o, "# HELP sidecar_unsafe_durability 1 for each setting the last check of a database "
                  "node found not durable (a COMMIT it acknowledged can be lost in a crash), 0 once "
                  "it is durable.\n# TYPE sidecar_unsafe_durability gauge\n");
         for (size_t i = 0; i < n_durability; i++)
             for (int k = 0; k < SC_DUR_COUNT; k++)
-                emit(&o, "sidecar_unsafe_durability{setting=\"%s\",node=\"%d\",endpoint=\"%s\"} %d\n",
+                sc_metrics_emit(&o, "sidecar_unsafe_durability{setting=\"%s\",node=\"%d\",endpoint=\"%s\"} %d\n",
                      sc_dur_setting_names[k], durability[i].node,
-                     esc(durability[i].endpoint, e, sizeof e), (int)((durability[i].unsafe >> k) & 1u));
-        emit(&o, "# HELP sidecar_durability_refused_total Database sessions refused because their "
+                     sc_metrics_esc(durability[i].endpoint, e, sizeof e), (int)((durability[i].unsafe >> k) & 1u));
+        sc_metrics_emit(&o, "# HELP sidecar_durability_refused_total Database sessions refused because their "
                  "node was not durable (mysql.allow_unsafe_durability false).\n"
                  "# TYPE sidecar_durability_refused_total counter\n");
         for (int k = 0; k < SC_DUR_COUNT; k++)
-            emit(&o, "sidecar_durability_refused_total{setting=\"%s\"} %llu\n", sc_dur_setting_names[k],
+            sc_metrics_emit(&o, "sidecar_durability_refused_total{setting=\"%s\"} %llu\n", sc_dur_setting_names[k],
                  atomic_load(&durability_refused[k]));
     }
     pthread_mutex_unlock(&durability_lock);

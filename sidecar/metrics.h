@@ -3,6 +3,7 @@
 #ifndef SC_METRICS_H
 #define SC_METRICS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -23,6 +24,30 @@ extern const int sc_batch_n;
 
 void sc_hist_init(struct sc_hist *h, const double *bounds, int n);
 void sc_hist_observe(struct sc_hist *h, double value);
+
+/* A value per tenant, of which /metrics shows only the top_n largest:
+ * the label's cardinality stays bounded whatever the number of tenants,
+ * and a tenant that leaves the top is gone from the next scrape. */
+struct sc_tenant_value {
+    char name[49];              /* SC_TENANT_MAX + 1 */
+    long long v, age_ms;        /* the value ranked by; the relay's oldest row's age */
+};
+struct sc_tenant_series {
+    pthread_mutex_t lock;
+    struct sc_tenant_value *v;  /* only nonzero values kept */
+    size_t n, cap;
+    int top_n;                  /* tenants.metrics_top */
+};
+
+void sc_tenant_series_init(struct sc_tenant_series *s, int top_n);
+void sc_tenant_series_free(struct sc_tenant_series *s);
+/* Adds delta to name's value (a tenant at 0 is forgotten). */
+void sc_tenant_series_add(struct sc_tenant_series *s, const char *name, long long delta);
+/* Replaces every value by vals[0..n) (zeros are left out). */
+void sc_tenant_series_set(struct sc_tenant_series *s, const struct sc_tenant_value *vals, size_t n);
+/* Copies the top_n largest, largest first (ties by name), into out (room
+ * for top_n). Returns how many. */
+size_t sc_tenant_series_top(struct sc_tenant_series *s, struct sc_tenant_value *out);
 
 enum sc_outcome {
     SC_OUT_APPLIED, SC_OUT_DUPLICATE, SC_OUT_RETRIED, SC_OUT_DEAD_LETTERED, SC_OUT_UNKNOWN,
@@ -47,6 +72,7 @@ struct sc_consumer_metrics {
     atomic_int tenants_down;     /* tenants whose database cannot be used now */
     atomic_int tenant_waiting;   /* deliveries waiting in hand for such a tenant */
     atomic_ullong tenant_returned; /* deliveries given back through a delay queue instead */
+    struct sc_tenant_series waiting; /* tenant_waiting by tenant, the top shown */
 };
 
 struct sc_relay_metrics {
@@ -63,6 +89,7 @@ struct sc_relay_metrics {
     atomic_int tenants;          /* tenants.list's size; -1 without tenants */
     atomic_int tenant_sessions;  /* tenant database sessions open */
     atomic_int tenants_down;     /* tenants whose database cannot be used now */
+    struct sc_tenant_series backlog; /* pending by tenant, the top shown */
 };
 
 /* The process registers what it runs, any number of consumers; the HTTP

@@ -9,6 +9,7 @@
 #include "io/db.h"
 #include "io/schema.h"
 #include "tenant.h"
+#include "tenant_discover.h"
 
 /* One tenant: 0 when its database answers and has the schema, 1 when it
  * cannot be reached or checked, 2 when its schema lacks a table. */
@@ -55,15 +56,21 @@ int sc_check_tenants(const struct sc_config *cfg, const char *only)
         return 0;
     if (only)
         return check_one(cfg, only);
-    if (cfg->tenants.n_list == 0) {
-        printf("tenants: none listed (tenants.list); check one with --tenant NAME\n");
+    char **names;
+    size_t n;
+    if (sc_tenant_names_all(cfg, &names, &n))
+        return 1;
+    if (n == 0) {
+        printf(cfg->tenants.discover ? "tenants: tenants.discover found none; check one with --tenant NAME\n"
+                                     : "tenants: none listed (tenants.list); check one with --tenant NAME\n");
         return 0;
     }
     int worst = 0;
-    for (size_t i = 0; i < cfg->tenants.n_list; i++) {
-        int rc = check_one(cfg, cfg->tenants.list[i]);
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_one(cfg, names[i]);
         if (rc > worst)
             worst = rc;
     }
+    sc_tenant_names_free(names, n);
     return worst;
 }

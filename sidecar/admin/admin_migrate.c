@@ -12,6 +12,7 @@
 #include "admin.h"
 #include "io/db.h"
 #include "sc_build_config.h"
+#include "tenant_discover.h"
 
 /* Unknown database: the tenant's database was never created. */
 #define ER_BAD_DB 1049
@@ -237,27 +238,34 @@ int sc_migrate_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar: migrate: --all needs a tenants section in the config\n");
         return 2;
     }
-    if (all && cfg->tenants.n_list == 0) {
-        fprintf(stderr, "sidecar migrate: --all: tenants.list names no tenant; migrate one with "
-                "--tenant NAME\n");
+    char **names = NULL;
+    size_t n_names = 0;
+    if (all && sc_tenant_names_all(cfg, &names, &n_names))
+        return 2;
+    if (all && n_names == 0) {
+        fprintf(stderr, "sidecar migrate: --all: %s names no tenant; migrate one with "
+                "--tenant NAME\n", cfg->tenants.discover ? "tenants.discover" : "tenants.list");
         return 2;
     }
     struct schema_file *files;
     int n_files = read_files(dir, &files);
-    if (n_files < 0)
+    if (n_files < 0) {
+        sc_tenant_names_free(names, n_names);
         return 2;
+    }
     int rc = 0;
     if (!all) {
         rc = migrate_one(cfg, tenant, files, n_files);
     } else {
         size_t failed = 0;
-        for (size_t i = 0; i < cfg->tenants.n_list; i++)
-            failed += (size_t)migrate_one(cfg, cfg->tenants.list[i], files, n_files);
+        for (size_t i = 0; i < n_names; i++)
+            failed += (size_t)migrate_one(cfg, names[i], files, n_files);
         fflush(stderr);
-        printf("migrate: %zu tenants, %zu brought current, %zu failed\n", cfg->tenants.n_list,
-               cfg->tenants.n_list - failed, failed);
+        printf("migrate: %zu tenants, %zu brought current, %zu failed\n", n_names,
+               n_names - failed, failed);
         rc = failed ? 1 : 0;
     }
     free_files(files, n_files);
+    sc_tenant_names_free(names, n_names);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "io/db.h"
 #include "io/db_watermark.h"
 #include "lifecycle.h"
+#include "tenant_discover.h"
 
 /* The longest retention accepted: 100 years. Beyond it
  * `UTC_TIMESTAMP(6) - INTERVAL n SECOND` leaves the server's date range (a
@@ -304,11 +305,18 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
      * listed tenant's: one that fails is reported and the others go on. */
     int failed = purge_db(cfg, NULL, older, dry_run), n = 1;
     const char *first_failed = failed ? "mysql.url" : NULL;
-    for (size_t i = 0; cfg->tenants.present && i < cfg->tenants.n_list && !sc_stop_requested(); i++) {
+    char **names = NULL;
+    size_t n_names = 0;
+    if (cfg->tenants.present && sc_tenant_names_all(cfg, &names, &n_names)) {
+        failed++;
+        if (!first_failed)
+            first_failed = "tenants.discover";
+    }
+    for (size_t i = 0; i < n_names && !sc_stop_requested(); i++) {
         n++;
-        if (purge_db(cfg, cfg->tenants.list[i], older, dry_run)) {
+        if (purge_db(cfg, names[i], older, dry_run)) {
             if (!failed++)
-                first_failed = cfg->tenants.list[i];
+                first_failed = names[i];
         }
     }
     if (cfg->tenants.present) {
@@ -319,5 +327,6 @@ int sc_purge_run(const struct sc_config *cfg, int argc, char **argv)
         else
             printf("purge: %d databases (mysql.url and %d tenants), none failed\n", n, n - 1);
     }
+    sc_tenant_names_free(names, n_names);
     return failed ? 1 : 0;
 }

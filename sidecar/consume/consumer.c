@@ -220,6 +220,7 @@ static int load_handlers(struct consumer *cs, const struct sc_config *cfg)
         cs[i].k = &cfg->consumers[i];
         sc_consumer_metrics_init(&cs[i].m, cs[i].k->name, cs[i].k->workers);
         cs[i].m.tenants = cfg->tenants.present;
+        cs[i].m.waiting.top_n = cfg->tenants.metrics_top;
         if (sc_plugin_load(&cs[i].plugin, cs[i].k->handler, cs[i].k->handler_config, err,
                            sizeof err)) {
             /* One line: the JSON logger writes to stderr too, so a plain
@@ -359,6 +360,8 @@ int sc_consume_run(const struct sc_config *cfg)
         free(ws[i].reasons);
     }
     free(ws);
+    for (size_t i = 0; i < cfg->n_consumers; i++)
+        sc_tenant_series_free(&cs[i].m.waiting);
     free(cs);
     return started == n_workers ? 0 : 1;
 }

@@ -232,6 +232,7 @@ void sc_tenant_sweep(struct worker *w, int64_t now_ms)
          * down or has deliveries parked. */
         if (s->retry_at_ms > now_ms || parked_refs(t, i))
             continue;
+        sc_tenant_series_add(&w->c->m.waiting, s->name, -s->g_parked);
         sc_tenant_urls_free(s->urls, s->n_urls);
         int last = t->n_sessions - 1;
         if (i != last) {
@@ -261,6 +262,17 @@ void sc_tenant_gauges(struct worker *w, int gone)
     gauge(&m->tenant_sessions, &t->g_sessions, gone ? 0 : t->open + (w->db.conn != NULL));
     gauge(&m->tenants_down, &t->g_down, down);
     gauge(&m->tenant_waiting, &t->g_waiting, gone ? 0 : t->n_parked);
+    /* By tenant: the changes since the last count, into the series the
+     * consumer's workers share. */
+    for (int i = 0; i < t->n_sessions; i++)
+        t->sessions[i].parked_now = 0;
+    for (int j = 0; !gone && j < t->n_parked; j++)
+        t->sessions[t->parked[j].session].parked_now++;
+    for (int i = 0; i < t->n_sessions; i++) {
+        struct sc_tenant_session *s = &t->sessions[i];
+        sc_tenant_series_add(&m->waiting, s->name, s->parked_now - s->g_parked);
+        s->g_parked = s->parked_now;
+    }
 }
 
 int64_t sc_tenant_next_retry_ms(const struct worker *w)

@@ -30,6 +30,9 @@ struct sc_tenant_session {
     char last_error[256];      /* why it is down */
     int group_mark;            /* its group number in the batch being grouped ... */
     unsigned group_round;      /* ... valid while this equals the worker's group_round */
+    int g_parked;              /* its parked deliveries as this worker last counted them in
+                                  the consumer's waiting-by-tenant series */
+    int parked_now;            /* scratch of that count */
 };
 
 /* A delivery kept in hand for a down tenant. */

@@ -286,9 +286,9 @@ int sc_relay_run(const struct sc_config *cfg)
                 "use relay.source \"poll\" (the default) or leave tenants out\n");
         return 2;
     }
-    if (tenants && cfg->tenants.n_list == 0) {
+    if (tenants && cfg->tenants.n_list == 0 && !cfg->tenants.discover) {
         fprintf(stderr, "sidecar: relay: tenants.list is empty: the relay reads the outbox of the "
-                "tenants it names\n");
+                "tenants it names (or set tenants.discover)\n");
         return 2;
     }
     /* With tenants mysql.url is not the relay's: `sidecar check --tenant`
@@ -358,9 +358,12 @@ int sc_relay_run(const struct sc_config *cfg)
             "ordering %s, %s mode, messages up to %d bytes)", worker_id, rc->exchange, rc->source,
             rc->batch, rc->lease_ms, rc->ordering, rc->content_mode, rc->max_message_bytes);
     if (tenants)
-        sc_info("relay %s: reading the outbox of %zu tenant databases (tenants.list): one batch per "
-                "tenant per round, an idle tenant claimed from once per %d ms, at most %d sessions "
-                "open", worker_id, cfg->tenants.n_list, rc->poll_ms, cfg->tenants.max_connections);
+        sc_info("relay %s: reading the outbox of %d tenant databases (%s, listed again every %d "
+                "ms): one batch per tenant per round, an idle tenant claimed from once per %d ms, "
+                "at most %d sessions open", worker_id, io.tenants.live,
+                cfg->tenants.discover ? "tenants.discover" : "tenants.list",
+                cfg->tenants.discover ? cfg->tenants.discover_ms : 0, rc->poll_ms,
+                cfg->tenants.max_connections);
     sc_relay_db_log_claim_sql(rc->batch, sc_relay_per_aggregate(rc));
     sc_notify_ready("relaying: /readyz tells when connected");
 
@@ -396,5 +399,6 @@ int sc_relay_run(const struct sc_config *cfg)
     sc_relay_tenants_free(&io.tenants);
     sc_binlog_source_free(&io.binlog);
     sc_relay_db_free(&io.db);
+    sc_tenant_series_free(&m.backlog);
     return gone ? 2 : 0;
 }

@@ -11,56 +11,139 @@
 
 #define SWEEP_EVERY_MS 1000
 
+static void session_close(struct sc_relay_tenants *ts, struct sc_relay_tenant *t);
+
 int sc_relay_tenants_init(struct sc_relay_tenants *ts, const struct sc_config *cfg,
                           const char *worker_id, struct sc_relay_metrics *m)
 {
     const struct sc_tenants_config *tc = &cfg->tenants;
     memset(ts, 0, sizeof *ts);
     ts->m = m;
+    ts->cfg = cfg;
+    ts->worker_id = worker_id;
     ts->poll_ms = cfg->relay.poll_ms;
     ts->idle_close_ms = tc->idle_close_ms;
     ts->open_cap = tc->max_connections > 0 ? tc->max_connections : 1;
     ts->per_aggregate = sc_relay_per_aggregate(&cfg->relay);
+    ts->discover = tc->discover;
+    ts->discover_ms = tc->discover_ms;
+    m->backlog.top_n = tc->metrics_top;
     ts->binds = calloc((size_t)cfg->relay.batch + 2, sizeof *ts->binds);
     ts->lens = calloc((size_t)cfg->relay.batch + 2, sizeof *ts->lens);
-    ts->t = calloc(tc->n_list ? tc->n_list : 1, sizeof *ts->t);
-    if (!ts->binds || !ts->lens || !ts->t) {
+    if (!ts->binds || !ts->lens) {
         sc_relay_tenants_free(ts);
         return -1;
-    }
-    for (size_t i = 0; i < tc->n_list; i++) {
-        struct sc_relay_tenant *t = &ts->t[i];
-        snprintf(t->name, sizeof t->name, "%s", tc->list[i]);
-        if (sc_tenant_urls(tc, t->name, &t->urls)) {
-            sc_relay_tenants_free(ts);
-            return -1;
-        }
-        t->n_urls = tc->n_database_urls;
-        sc_relay_db_init_tenant(&t->db, cfg, worker_id, t->urls, t->n_urls, ts->binds, ts->lens);
-        ts->n++;
     }
     /* "closed" until the core's first db_open: that sets the readiness
      * gauge. */
     ts->closed = 1;
-    atomic_store(&m->tenants, ts->n);
     atomic_store(&m->tenant_sessions, 0);
     atomic_store(&m->tenants_down, 0);
+    atomic_store(&m->pending, 0);
+    atomic_store(&m->oldest_pending_age_ms, 0);
+    for (size_t i = 0; i < tc->n_list; i++)
+        if (sc_relay_tenants_add(ts, tc->list[i])) {
+            sc_relay_tenants_free(ts);
+            return -1;
+        }
+    if (ts->discover)
+        sc_relay_discover_refresh(ts, sc_now_ms());
+    atomic_store(&m->tenants, ts->live);
     return 0;
+}
+
+int sc_relay_tenants_add(struct sc_relay_tenants *ts, const char *name)
+{
+    int slot = -1;
+    for (int i = 0; i < ts->n; i++) {
+        if (ts->t[i] && strcmp(ts->t[i]->name, name) == 0) {
+            if (ts->t[i]->gone) {
+                ts->t[i]->gone = 0;
+                ts->live++;
+            }
+            return 0;
+        }
+        if (!ts->t[i] && slot < 0)
+            slot = i;
+    }
+    if (slot < 0) {
+        if (ts->n == ts->cap) {
+            int cap = ts->cap ? ts->cap * 2 : 16;
+            struct sc_relay_tenant **a = realloc(ts->t, (size_t)cap * sizeof *a);
+            struct sc_tenant_value *v = realloc(ts->values, (size_t)cap * sizeof *v);
+            if (a)
+                ts->t = a;
+            if (v)
+                ts->values = v;
+            if (!a || !v)
+                return -1;
+            ts->cap = cap;
+        }
+        slot = ts->n;
+    }
+    struct sc_relay_tenant *t = calloc(1, sizeof *t);
+    if (!t)
+        return -1;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    if (sc_tenant_urls(&ts->cfg->tenants, t->name, &t->urls)) {
+        free(t);
+        return -1;
+    }
+    t->n_urls = ts->cfg->tenants.n_database_urls;
+    sc_relay_db_init_tenant(&t->db, ts->cfg, ts->worker_id, t->urls, t->n_urls, ts->binds, ts->lens);
+    ts->t[slot] = t;
+    if (slot == ts->n)
+        ts->n++;
+    ts->live++;
+    return 0;
+}
+
+/* Frees slot i's tenant (nothing of it in hand). */
+static void tenant_free(struct sc_relay_tenants *ts, int i)
+{
+    struct sc_relay_tenant *t = ts->t[i];
+    session_close(ts, t);
+    if (t->err_code)
+        atomic_fetch_sub(&ts->m->tenants_down, 1);
+    if (ts->current == t)
+        ts->current = NULL;
+    sc_relay_db_free(&t->db);
+    sc_tenant_urls_free(t->urls, t->n_urls);
+    free(t);
+    ts->t[i] = NULL;
+    while (ts->n > 0 && !ts->t[ts->n - 1])
+        ts->n--;
+}
+
+void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i)
+{
+    struct sc_relay_tenant *t = ts->t[i];
+    if (!t->gone) {
+        t->gone = 1;
+        ts->live--;
+    }
+    if (t->held == 0)
+        tenant_free(ts, i);
 }
 
 void sc_relay_tenants_free(struct sc_relay_tenants *ts)
 {
-    for (int i = 0; ts->t && i < ts->n; i++) {
-        sc_relay_db_free(&ts->t[i].db);
-        sc_tenant_urls_free(ts->t[i].urls, ts->t[i].n_urls);
-    }
+    for (int i = 0; ts->t && i < ts->n; i++)
+        if (ts->t[i]) {
+            sc_relay_db_free(&ts->t[i]->db);
+            sc_tenant_urls_free(ts->t[i]->urls, ts->t[i]->n_urls);
+            free(ts->t[i]);
+        }
+    sc_relay_discover_free(ts);
     free(ts->t);
+    free(ts->values);
     free(ts->binds);
     free(ts->lens);
     ts->t = NULL;
+    ts->values = NULL;
     ts->binds = NULL;
     ts->lens = NULL;
-    ts->n = 0;
+    ts->n = ts->cap = ts->live = 0;
 }
 
 static void session_close(struct sc_relay_tenants *ts, struct sc_relay_tenant *t)
@@ -82,9 +165,9 @@ static int session_open(struct sc_relay_tenants *ts, struct sc_relay_tenant *t, 
     while (ts->open >= ts->open_cap) {
         struct sc_relay_tenant *lru = NULL;
         for (int i = 0; i < ts->n; i++)
-            if (&ts->t[i] != t && sc_relay_db_is_open(&ts->t[i].db) &&
-                (!lru || ts->t[i].last_use_ms < lru->last_use_ms))
-                lru = &ts->t[i];
+            if (ts->t[i] && ts->t[i] != t && sc_relay_db_is_open(&ts->t[i]->db) &&
+                (!lru || ts->t[i]->last_use_ms < lru->last_use_ms))
+                lru = ts->t[i];
         if (!lru)
             break;
         session_close(ts, lru);
@@ -96,16 +179,61 @@ static int session_open(struct sc_relay_tenants *ts, struct sc_relay_tenant *t, 
     return 0;
 }
 
-/* Closes the sessions unused for tenants.idle_close_ms, at most once a
- * second. */
+/* The totals and the top tenants of the backlog, from each tenant's last
+ * count. */
+static void publish_gauges(struct sc_relay_tenants *ts)
+{
+    long long pending = 0, age = 0;
+    size_t k = 0;
+    for (int i = 0; i < ts->n; i++) {
+        const struct sc_relay_tenant *t = ts->t[i];
+        if (!t || t->gone)
+            continue;
+        pending += t->pending;
+        if (t->pending > 0 && t->age_ms > age)
+            age = t->age_ms;
+        struct sc_tenant_value *v = &ts->values[k++];
+        snprintf(v->name, sizeof v->name, "%s", t->name);
+        v->v = t->pending;
+        v->age_ms = t->age_ms;
+    }
+    sc_tenant_series_set(&ts->m->backlog, ts->values, k);
+    atomic_store(&ts->m->pending, pending);
+    atomic_store(&ts->m->oldest_pending_age_ms, age);
+    atomic_store(&ts->m->tenants, ts->live);
+}
+
+/* Closes the sessions unused for tenants.idle_close_ms, frees the dropped
+ * tenants that settled, and publishes the gauges, at most once a second. */
 static void sweep(struct sc_relay_tenants *ts, int64_t now)
 {
     if (now - ts->last_sweep_ms < SWEEP_EVERY_MS)
         return;
     ts->last_sweep_ms = now;
-    for (int i = 0; i < ts->n; i++)
-        if (now - ts->t[i].last_use_ms >= ts->idle_close_ms)
-            session_close(ts, &ts->t[i]);
+    for (int i = 0; i < ts->n; i++) {
+        if (!ts->t[i])
+            continue;
+        if (ts->t[i]->gone && ts->t[i]->held == 0) {
+            tenant_free(ts, i);
+            continue;
+        }
+        if (now - ts->t[i]->last_use_ms >= ts->idle_close_ms)
+            session_close(ts, ts->t[i]);
+    }
+    publish_gauges(ts);
+}
+
+/* Counts t's backlog on its open session when due (rate-limited by the
+ * relay_db's own gauge clock). */
+static void count_backlog(struct sc_relay_tenants *ts, struct sc_relay_tenant *t)
+{
+    atomic_store(&ts->scratch.pending, -1);
+    sc_relay_db_refresh_gauges(&t->db, &t->db.db, &ts->scratch);
+    long long p = atomic_load(&ts->scratch.pending);
+    if (p >= 0) {
+        t->pending = p;
+        t->age_ms = atomic_load(&ts->scratch.oldest_pending_age_ms);
+    }
 }
 
 /* t's database failed: its session is closed, and it is not tried again
@@ -147,12 +275,14 @@ static void clear_rows(struct sc_relay_row *rows, int max)
 
 int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *rows, int max)
 {
+    if (ts->discover)
+        sc_relay_discover_refresh(ts, sc_now_ms());
     sweep(ts, sc_now_ms());
     for (int k = 0; k < ts->n; k++) {
         int i = (ts->cursor + k) % ts->n;
-        struct sc_relay_tenant *t = &ts->t[i];
+        struct sc_relay_tenant *t = ts->t[i];
         int64_t now = sc_now_ms();
-        if (t->due_ms > now)
+        if (!t || t->gone || t->due_ms > now)
             continue;
         if (ts->beat)
             ts->beat(ts->beat_arg);
@@ -190,6 +320,12 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
             continue;
         }
         tenant_healthy(ts, t);
+        if (n > 0 || ts->per_aggregate) {
+            count_backlog(ts, t);
+        } else {
+            t->pending = 0; /* nothing claimable: no query for an idle tenant */
+            t->age_ms = 0;
+        }
         if (n == 0) {
             /* Under per_aggregate a batch of its own in hand may hold back
              * every successor: claimable again once that batch is marked. */
@@ -210,7 +346,7 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
 
 static struct sc_relay_tenant *tenant_of(struct sc_relay_tenants *ts, const struct sc_relay_row *r)
 {
-    return r->source >= 0 && r->source < ts->n ? &ts->t[r->source] : NULL;
+    return r->source >= 0 && r->source < ts->n ? ts->t[r->source] : NULL;
 }
 
 /* The open session of the tenant row came from, for its marks. */
@@ -260,14 +396,14 @@ void sc_relay_tenants_batch_done(struct sc_relay_tenants *ts, const struct sc_re
 {
     struct sc_relay_tenant *t = b->n > 0 ? tenant_of(ts, &b->rows[0]) : NULL;
     if (t && t->held > 0)
-        t->held--;
+        t->held--; /* a dropped tenant is freed by the next sweep: its rows are still being ended */
 }
 
 int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts)
 {
     int64_t now = sc_now_ms(), wait = ts->poll_ms;
     for (int i = 0; i < ts->n; i++)
-        if (ts->t[i].due_ms - now < wait)
-            wait = ts->t[i].due_ms - now;
+        if (ts->t[i] && !ts->t[i]->gone && ts->t[i]->due_ms - now < wait)
+            wait = ts->t[i]->due_ms - now;
     return wait < SC_RELAY_POLL_MIN_MS ? SC_RELAY_POLL_MIN_MS : (int)wait;
 }

@@ -1,5 +1,6 @@
 /* The relay with a `tenants` section: the outbox of every database of
- * tenants.list, read through the calls struct sc_relay_ops names.
+ * tenants.list, or of those tenants.discover finds (relay_discover.c),
+ * read through the calls struct sc_relay_ops names.
  *
  * Each claim takes one batch from the next tenant due, round-robin from
  * where the last one left off, so a tenant with a backlog delays another
@@ -9,10 +10,17 @@
  * logged once per change of its error. Sessions open on first use, at most
  * tenants.max_connections at once (the least recently used closed first),
  * and close after tenants.idle_close_ms unused. A batch's marks go to its
- * own tenant's database, whatever was claimed since. */
+ * own tenant's database, whatever was claimed since.
+ *
+ * Backlog gauges: a tenant whose last claim found nothing counts 0 rows
+ * pending without a query (so idle tenants cost only their claims); a
+ * busy one is counted by its own session at most once per 5 s (longer
+ * when the count is slow). The totals and the top tenants.metrics_top go
+ * to the metrics once a second. */
 #ifndef SC_RELAY_TENANTS_H
 #define SC_RELAY_TENANTS_H
 
+#include <regex.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -30,11 +38,16 @@ struct sc_relay_tenant {
     unsigned long long fails; /* failures in a row */
     unsigned err_code;       /* the failing state's error code, 0 while healthy */
     int held;                /* its batches claimed and not yet settled */
+    int gone;                /* discovery no longer finds it: freed once held is 0 */
+    long long pending, age_ms; /* its backlog as last counted */
 };
 
 struct sc_relay_tenants {
-    struct sc_relay_tenant *t;
-    int n, cursor;           /* the next claim starts at t[cursor] */
+    struct sc_relay_tenant **t; /* NULL: a free slot (a row names its tenant by index) */
+    int n, cap, cursor;      /* slots used; the next claim starts at t[cursor] */
+    int live;                /* tenants in the round */
+    const struct sc_config *cfg;
+    const char *worker_id;
     int open, open_cap;      /* sessions open; tenants.max_connections */
     int poll_ms, idle_close_ms, per_aggregate;
     struct sc_relay_tenant *current; /* the tenant of the last statement */
@@ -43,13 +56,24 @@ struct sc_relay_tenants {
     unsigned long *lens;
     int64_t last_sweep_ms;
     struct sc_relay_metrics *m;
+    struct sc_relay_metrics scratch; /* what a tenant's gauge query fills */
+    struct sc_tenant_value *values; /* the gauges' copy, cap of them */
+    /* tenants.discover (relay_discover.c) */
+    int discover, discover_ms;
+    int64_t next_discover_ms;
+    regex_t names;
+    int names_ok;
+    char **refused;          /* database names whose refusal was logged */
+    size_t n_refused;
+    unsigned discover_err;   /* 0 while the last listing worked: its failure is logged once */
     /* called between tenants: keeps the broker connection alive */
     void (*beat)(void *arg);
     void *beat_arg;
 };
 
-/* Sets up one entry per tenants.list name. Returns 0, or -1 (out of
- * memory). */
+/* Sets up one entry per tenants.list name, or the tenants discovery finds
+ * (none when it fails: it is tried again at each refresh). Returns 0, or
+ * -1 (out of memory). */
 int sc_relay_tenants_init(struct sc_relay_tenants *ts, const struct sc_config *cfg,
                           const char *worker_id, struct sc_relay_metrics *m);
 void sc_relay_tenants_free(struct sc_relay_tenants *ts);
@@ -68,5 +92,17 @@ void sc_relay_tenants_batch_done(struct sc_relay_tenants *ts, const struct sc_re
 /* ms until the next tenant is due (at least SC_RELAY_POLL_MIN_MS, at most
  * poll_ms). */
 int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts);
+
+/* Adds tenant name to the round (reviving it when it was dropped and is
+ * still settling). Returns 0, or -1 (out of memory). */
+int sc_relay_tenants_add(struct sc_relay_tenants *ts, const char *name);
+/* Takes slot i out of the round: freed at once when nothing of it is in
+ * hand, else by the first sweep after its last batch is done. */
+void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i);
+
+/* relay_discover.c: lists the tenant databases when due (at start, then
+ * every tenants.discover_ms) and adds and drops tenants to match. */
+void sc_relay_discover_refresh(struct sc_relay_tenants *ts, int64_t now);
+void sc_relay_discover_free(struct sc_relay_tenants *ts);
 
 #endif
