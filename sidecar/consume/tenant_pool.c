@@ -229,8 +229,8 @@ void sc_tenant_sweep(struct worker *w, int64_t now_ms)
         session_close(t, s);
         /* Forget a tenant unused this long (names come from messages: the
          * entries must not grow with every name ever seen), unless it is
-         * down or has deliveries parked. */
-        if (s->retry_at_ms > now_ms || parked_refs(t, i))
+         * down, has deliveries parked or copies gone round. */
+        if (s->retry_at_ms > now_ms || parked_refs(t, i) || s->returned_out > 0)
             continue;
         sc_tenant_urls_free(s->urls, s->n_urls);
         int last = t->n_sessions - 1;

@@ -28,6 +28,7 @@ struct sc_tenant_session {
     int64_t retry_at_ms;       /* down: not tried again before then (0: up) */
     unsigned failures;         /* opens or batches in a row that lost the session */
     char last_error[256];      /* why it is down */
+    int returned_out;          /* ordered: its copies gone round, not back yet */
     int group_mark;            /* its group number in the batch being grouped ... */
     unsigned group_round;      /* ... valid while this equals the worker's group_round */
 };
@@ -50,6 +51,7 @@ struct sc_tenant_worker {
     int64_t last_sweep_ms;
     unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
     int g_sessions, g_down, g_waiting; /* this worker's part of the tenant gauges */
+    char return_mark[64];      /* ordered: this worker's mark on copies gone round */
     uint64_t *acks;            /* a round's acks, sent in tag order at its end */
     int n_acks, acks_cap;
 };
