@@ -33,58 +33,109 @@ static int tenant_down(void *ctx, const char *tenant)
     return i >= 0 && sc_tenant_down(w, i, sc_now_ms());
 }
 
-/* Sends slot s round through the delay queue, its attempts as they are,
- * and acks it once the copy is confirmed. Returns 0, or -1 (reset: the
- * broker returns it). */
-static int go_round(struct worker *w, struct sc_order_slot *s, const char *why)
+/* The ring of slot s's tenant and queue, or NULL (out of memory). */
+static struct sc_order_ring *ring_of(struct worker *w, const struct sc_order_slot *s)
+{
+    int i = sc_tenant_session_of(w, s->tenant);
+    if (i < 0)
+        return NULL;
+    struct sc_tenant_session *t = &w->tenant->sessions[i];
+    int cap = sc_worker_queues(w);
+    if (!t->rings && !(t->rings = calloc((size_t)cap, sizeof *t->rings)))
+        return NULL;
+    return sc_order_ring_of(t->rings, &t->n_rings, cap, s->env.consumer_tag);
+}
+
+/* Sends slot s round through the delay queue with its rank, its attempts
+ * as they are, and acks it once the copy is confirmed. Returns 0, or -1
+ * (reset: the broker returns it). */
+static int go_round(struct worker *w, struct sc_order_slot *s, int64_t rank, const char *why)
 {
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = s->env.delivery_tag,
                                .event_id = s->id[0] ? s->id : NULL};
-    int i = sc_tenant_session_of(w, s->tenant);
-    if (i < 0)
-        return -1;
     int64_t attempt = sc_amqp_header_int(sc_delivery_headers(&s->env), SC_H_ATTEMPTS, 1);
     if (attempt < 1 || attempt > 1000000)
         attempt = 1;
     int delay = k->retry_delays_ms[0];
+    char mark[96];
+    snprintf(mark, sizeof mark, "%s:%lld", w->tenant->return_mark, (long long)rank);
     if (sc_republish_round(&w->out, k, &s->env, (int)attempt - 1 + s->in_place, delay, why,
-                           SC_H_TENANT_RETURN, w->tenant->return_mark, &lf) ||
+                           SC_H_TENANT_RETURN, mark, &lf) ||
         sc_amqp_ack(&w->in, s->env.delivery_tag, 0))
         return -1;
-    w->tenant->sessions[i].returned_out++;
     atomic_fetch_add(&w->c->m.tenant_returned, 1);
-    sc_log(SC_LOG_INFO, &lf, "tenant %s: %s; sent round through the %d ms delay queue, its key's "
-           "later events behind it", s->tenant, why, delay);
+    sc_log(SC_LOG_DEBUG, &lf, "tenant %s: %s; sent round through the %d ms delay queue, its "
+           "turn kept", s->tenant, why, delay);
     return 0;
 }
 
-/* Every slot of slot at's tenant goes round, oldest first. */
+/* Every slot of slot at's tenant goes round, oldest first, ranked before
+ * what is out of its queue. */
 static int tenant_round(struct worker *w, struct sc_order *o, int at, int64_t now)
 {
     char tenant[SC_TENANT_MAX + 1];
     snprintf(tenant, sizeof tenant, "%s", o->slots[at].tenant);
-    const char *why = now - o->slots[at].blocked_since_ms >= w->c->k->db_outage_hold_ms
-                          ? "its database could not be used for db_outage_hold_ms"
-                          : "its database cannot be used and its deliveries in hand fill half "
-                            "the prefetch";
-    for (int i = 0; i < o->n;) {
-        struct sc_order_slot *s = &o->slots[i];
-        if (strcmp(s->tenant, tenant) != 0) {
-            i++;
+    int expired = now - o->slots[at].blocked_since_ms >= w->c->k->db_outage_hold_ms;
+    const char *why = expired ? "its database could not be used for db_outage_hold_ms"
+                              : "its database cannot be used and its deliveries in hand fill "
+                                "half the prefetch";
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    int sent = 0;
+    for (int i = 0; i < o->n; i++) {
+        const struct sc_order_slot *s = &o->slots[i];
+        if (strcmp(s->tenant, tenant) != 0)
             continue;
-        }
-        if (go_round(w, s, why))
+        /* Its queue's slots of the tenant, ranked in the order they are in
+         * hand: the first of them found here. */
+        struct sc_order_ring *r = ring_of(w, s);
+        if (!r)
             return -1;
-        amqp_destroy_envelope(&s->env);
-        sc_order_remove(o, i);
+        int k = 0;
+        for (int j = i; j < o->n; j++)
+            k += strcmp(o->slots[j].tenant, tenant) == 0 && ring_of(w, &o->slots[j]) == r;
+        int64_t rank = sc_order_ring_back(r, k);
+        for (int j = i; j < o->n;) {
+            struct sc_order_slot *c = &o->slots[j];
+            if (strcmp(c->tenant, tenant) != 0 || ring_of(w, c) != r) {
+                j++;
+                continue;
+            }
+            if (go_round(w, c, rank++, why))
+                return -1;
+            amqp_destroy_envelope(&c->env);
+            sc_order_remove(o, j);
+            sent++;
+        }
+        i--; /* slot i went: the next one is in its place */
     }
+    sc_log(SC_LOG_INFO, &lf, "tenant %s: %s; its %d deliveries in hand sent round through the "
+           "%d ms delay queue, their turns kept", tenant, why, sent, w->c->k->retry_delays_ms[0]);
     return 0;
 }
 
-/* Reads fresh slot s's tenant. Returns 1 when it went round at once
- * (behind its tenant's copies), 0 when it stays, -1 (reset). */
-static int classify(struct worker *w, struct sc_order_slot *s)
+/* The rank of this worker's copy env is ("<mark>:<rank>"), or -1. */
+static int64_t copy_rank(const struct worker *w, const amqp_envelope_t *env)
+{
+    amqp_bytes_t m = sc_amqp_header_bytes(sc_delivery_headers(env), SC_H_TENANT_RETURN);
+    const char *mark = w->tenant->return_mark;
+    size_t n = strlen(mark);
+    if (m.len <= n + 1 || m.len > n + 19 || memcmp(m.bytes, mark, n) != 0 ||
+        ((const char *)m.bytes)[n] != ':')
+        return -1;
+    int64_t v = 0;
+    for (size_t j = n + 1; j < m.len; j++) {
+        char c = ((const char *)m.bytes)[j];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+/* Reads fresh slot s's tenant. Returns 1 when it went round at once (not
+ * its turn), 0 when it stays, -1 (reset). */
+static int classify(struct worker *w, struct sc_order_slot *s, int room)
 {
     const struct sc_consumer_config *k = w->c->k;
     char name[SC_TENANT_MAX + 1], why[256];
@@ -102,17 +153,23 @@ static int classify(struct worker *w, struct sc_order_slot *s)
         }
         return 0;
     }
+    if (s->kind != SC_ORDER_KEYED)
+        return 0; /* dead-lettered unrun, ordered with nothing: no database needed */
     sc_order_set_tenant(s, name);
-    amqp_bytes_t m = sc_amqp_header_bytes(sc_delivery_headers(&s->env), SC_H_TENANT_RETURN);
-    int copy = m.len == strlen(w->tenant->return_mark) &&
-               memcmp(m.bytes, w->tenant->return_mark, m.len) == 0;
-    if (!sc_order_follows(&w->tenant->sessions[i].returned_out, copy))
+    struct sc_order_ring *r = ring_of(w, s);
+    if (!r)
+        return -1;
+    /* A down tenant takes room in hand up to the bound, the rest goes round. */
+    int down = sc_tenant_down(w, i, sc_now_ms());
+    int64_t rank = copy_rank(w, &s->env);
+    if (!sc_order_ring_arrive(r, &rank, !down || room))
         return 0;
-    return go_round(w, s, "its tenant's earlier deliveries went round") ? -1 : 1;
+    return go_round(w, s, rank, "not its turn: its tenant's earlier deliveries went round")
+               ? -1 : 1;
 }
 
 /* ordered.c's gather, each delivery's tenant read. */
-static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
+static int gather(struct worker *w, struct sc_order *o, int timeout_ms, int block_cap)
 {
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name};
@@ -138,7 +195,7 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
         }
         s->received_us = sc_now_us();
         w->last_delivery_ms = sc_now_ms();
-        int rc = classify(w, s);
+        int rc = classify(w, s, sc_order_blocked(o) < block_cap);
         if (rc < 0)
             return -1;
         if (rc > 0) {
@@ -257,7 +314,7 @@ long sc_consume_ordered_tenants(struct worker *w)
             wait = RECEIVE_POLL_MS;
         if (wait < 0)
             wait = 0;
-        if (gather(w, &o, (int)wait))
+        if (gather(w, &o, (int)wait, block_cap))
             break;
         now = sc_now_ms();
         sc_order_block(&o, tenant_down, w, now);
