@@ -5,9 +5,9 @@
  * run, its keys' later events behind them, the other tenants' keys going
  * on. Past db_outage_hold_ms, or when the blocked deliveries fill half the
  * prefetch, every delivery of that tenant in hand goes round, oldest first,
- * through one delay queue (one TTL: they come back in the order they left),
- * and every later delivery of the tenant follows them until the last copy
- * is back: a key's events come back in the order they came. */
+ * through one delay queue, and so does every later delivery of the tenant
+ * that is not its turn; ranks (sc_order_ring) decide the turn, so a key's
+ * events are taken back in hand in the order they came. */
 #ifndef SC_CONSUME_ORDER_TENANTS_H
 #define SC_CONSUME_ORDER_TENANTS_H
 
@@ -16,8 +16,8 @@
 #include "consume/order.h"
 #include "io/sc_rabbitmq.h"
 
-/* On a copy that went round for its tenant: the worker's mark, which tells
- * its own copies (counted out) from any other delivery. */
+/* On a copy that went round for its tenant: "<worker mark>:<rank>", which
+ * tells the worker's own copies from any other delivery. */
 #define SC_H_TENANT_RETURN "x-sidecar-tenant-return"
 
 /* Marks every slot blocked while down(ctx, its tenant) says its database

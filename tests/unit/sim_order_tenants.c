@@ -13,7 +13,8 @@
  * tenant never holds back another's same key). At the end, with every
  * database up: every event applied, none lost.
  *
- *   sim_order_tenants [--seeds N] [--seed S] [-v] */
+ *   sim_order_tenants [--seeds N] [--seed S] [-v]   (SIM_TRACE=1: every take,
+ *   round and apply) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
