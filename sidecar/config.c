@@ -926,11 +926,9 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
         return -1;
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
-        /* An ordered consumer keeps its keys and held keys in one database;
-         * per tenant that is not built yet: refused rather than mixed. */
-        if (c->tenants.present && k->ordering.present)
-            return fail(err, err_len, "consumers[%zu].ordering: not supported together with "
-                        "tenants (yet): run the ordered consumer in a process of its own", i);
+        /* Per key and tenant: the held keys live in each tenant's database,
+         * and a down tenant's deliveries go round through a delay queue. */
+        k->ordering.tenant_returns = c->tenants.present && k->ordering.present;
         for (size_t j = 0; j < i; j++)
             if (strcmp(c->consumers[j].name, k->name) == 0)
                 return fail(err, err_len, "consumers[%zu].name: \"%s\" is used twice", i, k->name);

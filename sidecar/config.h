@@ -36,6 +36,8 @@ struct sc_ordering_config {
     char *key;                 /* "subject" or "data/<RFC 6901 pointer>" */
     int partitions;            /* queues spread by the consistent-hash exchange */
     char *on_dead_letter;      /* "hold" or "skip" */
+    int tenant_returns;        /* with tenants: a down tenant's deliveries go round through
+                                  one delay queue (set by the config check) */
 };
 
 struct sc_consumer_config {

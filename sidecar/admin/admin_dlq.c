@@ -436,6 +436,13 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]\n");
         return 2;
     }
+    const char *tenant;
+    if (sc_admin_take_tenant(cfg, "dlq", &argc, argv, &tenant))
+        return 2;
+    if (argc < 2) {
+        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY [--tenant NAME]]\n");
+        return 2;
+    }
     const char *verb = argv[0], *name = argv[1], *id = NULL, *key = NULL;
     int all = 0;
     for (int i = 2; i < argc; i++) {
@@ -460,6 +467,12 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         fprintf(stderr, "sidecar dlq: --key goes with replay or release alone\n");
         return 2;
     }
+    if (tenant && !key) {
+        /* A dead letter names its tenant (x-sidecar-tenant); --id and --all
+         * replay it to where it came from, whichever tenant. */
+        fprintf(stderr, "sidecar dlq: --tenant goes with --key\n");
+        return 2;
+    }
     if (releasing && !key) {
         fprintf(stderr, "sidecar dlq release: say which key: --key KEY\n");
         return 2;
@@ -475,7 +488,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
         return 2;
     }
     if (releasing)
-        return sc_dlq_release_key(cfg, k, key);
+        return sc_dlq_release_key(cfg, k, key, tenant);
     if (key) {
         struct sc_amqp ka;
         char kerr[512];
@@ -483,7 +496,7 @@ int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
             fprintf(stderr, "sidecar dlq: %s\n", kerr);
             return 1;
         }
-        int krc = sc_dlq_replay_key(&ka, cfg, k, key);
+        int krc = sc_dlq_replay_key(&ka, cfg, k, key, tenant);
         sc_amqp_close(&ka);
         return krc;
     }

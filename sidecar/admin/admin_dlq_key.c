@@ -16,8 +16,10 @@
 #include <time.h>
 #include <uuid/uuid.h>
 
+#include "admin/admin.h"
 #include "admin/dlq_browse.h"
 #include "consume/order.h"
+#include "envelope/sidecar_headers.h"
 #include "fault.h"
 #include "io/amqp_conn.h"
 #include "io/db_held.h"
@@ -45,11 +47,18 @@ static int holds_keys(const struct sc_consumer_config *k)
 }
 
 /* The key's dead letters among ds[0..n), sorted. Returns how many. */
-static int pick(const struct sc_consumer_config *k, const char *key, struct dead *ds, int n,
-                struct keyed *ks)
+static int pick(const struct sc_consumer_config *k, const char *key, const char *tenant,
+                struct dead *ds, int n, struct keyed *ks)
 {
     int m = 0;
     for (int i = 0; i < n; i++) {
+        if (tenant) {
+            /* A tenant's key is its own: another's same key is not it. */
+            amqp_bytes_t t = sc_amqp_header_bytes(sc_dlq_headers(&ds[i].msg.properties),
+                                                  SC_H_TENANT);
+            if (t.len != strlen(tenant) || memcmp(t.bytes, tenant, t.len) != 0)
+                continue;
+        }
         amqp_envelope_t env;
         memset(&env, 0, sizeof env);
         env.message = ds[i].msg;
@@ -172,6 +181,7 @@ struct view {
     struct sc_amqp *a;
     const struct sc_consumer_config *k;
     const char *key;
+    const char *tenant;
     struct dead *ds;
     int n, held, truncated;
     struct keyed *ks;
@@ -197,7 +207,7 @@ static int read_on(struct view *v)
     }
     v->n += got;
     v->truncated |= v->n >= DLQ_KEY_MAX;
-    v->m = pick(v->k, v->key, v->ds, v->n, v->ks);
+    v->m = pick(v->k, v->key, v->tenant, v->ds, v->n, v->ks);
     return got;
 }
 
@@ -259,7 +269,7 @@ static int name_replay(struct sc_db *db, struct view *v, struct plan *p, char *t
 }
 
 int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
-                      const struct sc_consumer_config *k, const char *key)
+                      const struct sc_consumer_config *k, const char *key, const char *tenant)
 {
     char err[512], token[37];
     struct sc_db db = {0};
@@ -269,11 +279,12 @@ int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
         fprintf(stderr, "sidecar dlq replay --key: consumer '%s' has no ordering\n", k->name);
         return 2;
     }
-    if (use_db && sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
+    if (use_db && sc_admin_connect(&db, cfg, tenant, &e)) {
+        fprintf(stderr, "sidecar dlq: database%s%s: %s\n", tenant ? " of tenant " : "",
+                tenant ? tenant : "", e.msg);
         return 1;
     }
-    struct view v = {.a = a, .k = k, .key = key, .ds = calloc(DLQ_KEY_MAX, sizeof *v.ds),
+    struct view v = {.a = a, .k = k, .key = key, .tenant = tenant, .ds = calloc(DLQ_KEY_MAX, sizeof *v.ds),
                      .ks = calloc(DLQ_KEY_MAX, sizeof *v.ks)};
     struct plan p = {.copy = calloc(DLQ_KEY_MAX, sizeof *p.copy)};
     if (!v.ds || !v.ks || !p.copy) {
@@ -323,7 +334,7 @@ out:
 }
 
 int sc_dlq_release_key(const struct sc_config *cfg, const struct sc_consumer_config *k,
-                       const char *key)
+                       const char *key, const char *tenant)
 {
     if (!holds_keys(k)) {
         fprintf(stderr, "sidecar dlq release --key: consumer '%s' does not hold keys (it needs "
@@ -332,8 +343,9 @@ int sc_dlq_release_key(const struct sc_config *cfg, const struct sc_consumer_con
     }
     struct sc_db db = {0};
     struct sc_db_err e = {0};
-    if (sc_db_connect(&db, cfg, &e)) {
-        fprintf(stderr, "sidecar dlq: database: %s\n", e.msg);
+    if (sc_admin_connect(&db, cfg, tenant, &e)) {
+        fprintf(stderr, "sidecar dlq: database%s%s: %s\n", tenant ? " of tenant " : "",
+                tenant ? tenant : "", e.msg);
         return 1;
     }
     long r = sc_db_held_release(&db, k->name, key, &e);

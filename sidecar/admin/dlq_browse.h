@@ -69,10 +69,11 @@ int sc_dlq_publish_copy(struct sc_amqp *a, const struct dead *d, const char *exc
  * (the connection is gone: the ack may or may not have been taken). */
 int sc_dlq_ack_confirmed(struct sc_amqp *a, uint64_t tag, char *err, size_t err_len);
 
-/* A key's replay and release (admin_dlq_key.c). Return the exit status. */
+/* A key's replay and release (admin_dlq_key.c), of tenant's key in its
+ * database when tenant is not NULL. Return the exit status. */
 int sc_dlq_replay_key(struct sc_amqp *a, const struct sc_config *cfg,
-                      const struct sc_consumer_config *k, const char *key);
+                      const struct sc_consumer_config *k, const char *key, const char *tenant);
 int sc_dlq_release_key(const struct sc_config *cfg, const struct sc_consumer_config *k,
-                       const char *key);
+                       const char *key, const char *tenant);
 
 #endif

@@ -19,6 +19,30 @@ uint64_t sc_order_hash(const char *key)
     return h;
 }
 
+uint64_t sc_order_tenant_hash(const char *tenant, const char *key)
+{
+    if (!tenant || !tenant[0])
+        return sc_order_hash(key);
+    uint64_t h = sc_order_hash(tenant);
+    h = (h ^ 0xff) * 0x100000001b3ULL; /* a byte no name holds: "a"+"bc" is not "ab"+"c" */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return h;
+}
+
+void sc_order_set_tenant(struct sc_order_slot *s, const char *tenant)
+{
+    snprintf(s->tenant, sizeof s->tenant, "%s", tenant ? tenant : "");
+    if (s->kind == SC_ORDER_KEYED)
+        s->hash = sc_order_tenant_hash(s->tenant, s->key);
+}
+
+/* 1 when slots a and b are of one key: the same tenant's same key. */
+static int same_key(const struct sc_order_slot *a, const struct sc_order_slot *b)
+{
+    return a->hash == b->hash && strcmp(a->key, b->key) == 0 && strcmp(a->tenant, b->tenant) == 0;
+}
+
 /* The key at pointer p into data_json: a string's text (its JSON escapes as
  * written) or a number's. Returns 0, or -1 with why. */
 static int key_from_data(const char *data, size_t len, const char *p, char *key, size_t cap,
@@ -174,7 +198,7 @@ static unsigned char *key_mode(struct sc_order *o, int i)
             o->seen_mode[at] = KEY_NEW;
             return &o->seen_mode[at];
         }
-        if (o->slots[j].hash == s->hash && strcmp(o->slots[j].key, s->key) == 0)
+        if (same_key(&o->slots[j], s))
             return &o->seen_mode[at];
     }
 }
@@ -200,7 +224,7 @@ int sc_order_may_wait(const struct sc_order *o, int i, int64_t now_ms)
     for (int j = i + 1; j < o->n; j++) {
         const struct sc_order_slot *c = &o->slots[j];
         if (c->kind == SC_ORDER_KEYED && c->replay_token[0] && c->wait_ms <= now_ms &&
-            c->hash == s->hash && strcmp(c->key, s->key) == 0)
+            same_key(c, s))
             return 1;
     }
     return 0;
@@ -228,6 +252,10 @@ int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t
                 *next_due_ms = s->wait_ms;
             if (*mode == KEY_TAKEN)
                 continue;
+            if (s->blocked) {
+                *mode = KEY_TAKEN; /* its tenant is down: nothing later of the key either */
+                continue;
+            }
             /* Behind the key's waiting slots only a copy of its replay may
              * go (the held check runs it only when it is the first held
              * event's); any other slot of the key comes after them. */
@@ -237,6 +265,8 @@ int sc_order_pick(struct sc_order *o, int64_t now_ms, int max, int *idx, int64_t
             }
             *mode = KEY_TAKEN;
         }
+        if (s->blocked)
+            continue;
         if (s->due_ms > now_ms) {
             if (s->due_ms < *next_due_ms)
                 *next_due_ms = s->due_ms;
@@ -259,6 +289,7 @@ void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct deli
         dls[j].key = s->kind == SC_ORDER_KEYED ? s->key : NULL;
         dls[j].event_id = s->kind == SC_ORDER_KEYED ? s->id : NULL;
         dls[j].replay_token = s->replay_token;
+        dls[j].tenant = s->tenant[0] ? s->tenant : NULL;
     }
 }
 
@@ -270,10 +301,12 @@ static void tell_waiting(struct sc_order *o, const struct delivery *d, int64_t n
 {
     if (!d->key || d->kept)
         return;
-    uint64_t hash = sc_order_hash(d->key);
+    const char *tenant = d->tenant ? d->tenant : "";
+    uint64_t hash = sc_order_tenant_hash(tenant, d->key);
     for (int i = 0; i < o->n; i++) {
         struct sc_order_slot *s = &o->slots[i];
-        if (!s->waited || s->hash != hash || strcmp(s->key, d->key) != 0)
+        if (!s->waited || s->hash != hash || strcmp(s->key, d->key) != 0 ||
+            strcmp(s->tenant, tenant) != 0)
             continue;
         if (d->replay_applied)
             s->wait_since_ms = now_ms;

@@ -79,6 +79,10 @@ struct sc_order_slot {
     int64_t wait_since_ms;  /* its wait began, or the replay last applied one of its key's
                                copies */
     int waited;             /* it waited (wait_since_ms is set) */
+    /* tenants: its tenant ("" without); its key is (tenant, key), hash too */
+    char tenant[SC_TENANT_MAX + 1];
+    int blocked;            /* its tenant's database cannot be used now: not picked */
+    int64_t blocked_since_ms; /* blocked since (0: not blocked) */
 };
 
 /* The last eventversion applied per key, for the most recent keys: a
@@ -107,6 +111,12 @@ struct sc_order {
  * Either way the key now remembers this one. */
 int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t *last);
 
+struct worker;
+
+/* ordered.c: after a batch of the picked slots idx[0..n) (w->dls), counts
+ * and logs each applied event whose eventversion is not its key's last + 1. */
+void sc_order_check_versions(struct worker *w, struct sc_order *o, const int *idx, int n);
+
 /* Room for cap deliveries. Returns 0, or -1 (out of memory). */
 int sc_order_init(struct sc_order *o, int cap);
 void sc_order_free(struct sc_order *o);
@@ -121,8 +131,15 @@ void sc_order_classify(const struct sc_consumer_config *k, struct sc_order_slot 
 /* The hash of a key (FNV-1a). */
 uint64_t sc_order_hash(const char *key);
 
+/* The hash of key under tenant ("" or NULL: none, the key's own hash). */
+uint64_t sc_order_tenant_hash(const char *tenant, const char *key);
+
+/* Puts keyed slot s under tenant: one tenant's key is never another's. */
+void sc_order_set_tenant(struct sc_order_slot *s, const char *tenant);
+
 /* Picks up to max slots that may run now: at most one per key, the oldest
- * of its key in hand, and only once its delay is over; behind slots of its
+ * of its key in hand, and only once its delay is over and it is not
+ * blocked (a blocked slot keeps its key's later slots back too); behind slots of its
  * key that wait for the key's replay, the first later copy with a replay
  * token that does not wait. Fills idx with slot indexes in arrival order;
  * returns how many. *next_due_ms gets the earliest time a waiting head

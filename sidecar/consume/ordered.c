@@ -64,7 +64,7 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
  * last + 1 is logged and counted (it was applied all the same: the
  * arrival order is what the consumer keeps; the version tells whether the
  * producer's order agreed). */
-static void check_versions(struct worker *w, struct sc_order *o, const int *idx, int n)
+void sc_order_check_versions(struct worker *w, struct sc_order *o, const int *idx, int n)
 {
     for (int j = 0; j < n; j++) {
         const struct delivery *d = &w->dls[j];
@@ -144,7 +144,7 @@ long sc_consume_ordered(struct worker *w)
         if (sc_held_mode(k) && (n = sc_held_wait(k, &o, idx, w->dls, n, sc_now_ms())) == 0)
             continue; /* all of them wait in hand for their keys' replays */
         enum next next = sc_consume_batch(w, w->dls, n);
-        check_versions(w, &o, idx, n);
+        sc_order_check_versions(w, &o, idx, n);
         sc_batch_release(w);
         handled += n;
         if (next == NEXT_RESET)

@@ -201,3 +201,26 @@ int sc_republish_retry(struct sc_amqp *out, const struct sc_consumer_config *k,
     free(h.e);
     return rc;
 }
+
+int sc_republish_round(struct sc_amqp *out, const struct sc_consumer_config *k,
+                       const amqp_envelope_t *env, int attempt, int delay_ms, const char *why,
+                       const char *mark_name, const char *mark, const struct sc_log_fields *lf)
+{
+    char queue[300];
+    sc_amqp_retry_queue_name(k, delay_ms, queue, sizeof queue);
+    struct headers h;
+    if (headers_from(&h, sc_delivery_headers(env)))
+        return -1;
+    int j = 0;
+    for (int i = 0; i < h.n; i++)
+        if (!named(h.e[i].key, mark_name))
+            h.e[j++] = h.e[i]; /* one mark: the latest round's */
+    h.n = j;
+    headers_int(&h, SC_H_ATTEMPTS, attempt + 1);
+    headers_str(&h, SC_H_LAST_ERROR, amqp_cstring_bytes(why));
+    headers_str(&h, mark_name, amqp_cstring_bytes(mark));
+    headers_original_route(&h, env);
+    int rc = republish(out, env, NULL, queue, &h, lf);
+    free(h.e);
+    return rc;
+}

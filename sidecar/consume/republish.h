@@ -55,4 +55,10 @@ int sc_republish_retry(struct sc_amqp *out, const struct sc_consumer_config *k,
                        int attempt, int delay_ms, const char *why,
                        const struct sc_log_fields *lf);
 
+/* The same for a delivery that goes round unrun (an ordered consumer's
+ * down tenant), with header mark_name = mark (replacing one it carries). */
+int sc_republish_round(struct sc_amqp *out, const struct sc_consumer_config *k,
+                       const amqp_envelope_t *env, int attempt, int delay_ms, const char *why,
+                       const char *mark_name, const char *mark, const struct sc_log_fields *lf);
+
 #endif

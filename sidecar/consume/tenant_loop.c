@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "consume/batch_io.h"
+#include "consume/order_tenants.h"
 #include "consume/republish.h"
 #include "consume/tenant_key.h"
 #include "consume/tenant_pool.h"
@@ -377,6 +378,14 @@ long sc_consume_tenants(struct worker *w)
     struct sc_log_fields lf = {.consumer = k->name};
     struct gathered g = {0};
     long handled = 0;
+    if (k->ordering.present) {
+        /* Its sessions and copies out outlive the broker session. */
+        if (!w->tenant && sc_tenant_worker_init(w, total_workers(w->c->cfg))) {
+            sc_log(SC_LOG_ERROR, &lf, "tenants: out of memory");
+            return 0;
+        }
+        return sc_consume_ordered_tenants(w);
+    }
     if ((!w->tenant && sc_tenant_worker_init(w, total_workers(w->c->cfg))) ||
         gathered_init(&g, sc_tenant_in_hand(k))) {
         sc_log(SC_LOG_ERROR, &lf, "tenants: out of memory");

@@ -14,6 +14,14 @@
 
 #define SWEEP_EVERY_MS 1000
 
+int sc_tenant_rings_out(const struct sc_tenant_session *s)
+{
+    for (int i = 0; i < s->n_rings; i++)
+        if (sc_order_ring_out(&s->rings[i]) > 0)
+            return 1;
+    return 0;
+}
+
 int sc_tenant_worker_init(struct worker *w, int total_workers)
 {
     const struct sc_config *cfg = w->c->cfg;
@@ -69,6 +77,7 @@ void sc_tenant_worker_free(struct worker *w)
     for (int i = 0; i < t->n_sessions; i++) {
         session_close(t, &t->sessions[i]);
         sc_tenant_urls_free(t->sessions[i].urls, t->sessions[i].n_urls);
+        free(t->sessions[i].rings);
     }
     for (int i = 0; i < t->n_parked; i++)
         amqp_destroy_envelope(&t->parked[i].env);
@@ -229,11 +238,12 @@ void sc_tenant_sweep(struct worker *w, int64_t now_ms)
         session_close(t, s);
         /* Forget a tenant unused this long (names come from messages: the
          * entries must not grow with every name ever seen), unless it is
-         * down or has deliveries parked. */
-        if (s->retry_at_ms > now_ms || parked_refs(t, i))
+         * down, has deliveries parked or copies gone round. */
+        if (s->retry_at_ms > now_ms || parked_refs(t, i) || sc_tenant_rings_out(s))
             continue;
         sc_tenant_series_add(&w->c->m.waiting, s->name, -s->g_parked);
         sc_tenant_urls_free(s->urls, s->n_urls);
+        free(s->rings);
         int last = t->n_sessions - 1;
         if (i != last) {
             t->sessions[i] = t->sessions[last];

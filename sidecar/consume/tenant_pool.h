@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "consume/order_tenants.h"
 #include "io/db.h"
 #include "io/sc_rabbitmq.h"
 
@@ -28,6 +29,8 @@ struct sc_tenant_session {
     int64_t retry_at_ms;       /* down: not tried again before then (0: up) */
     unsigned failures;         /* opens or batches in a row that lost the session */
     char last_error[256];      /* why it is down */
+    struct sc_order_ring *rings; /* ordered: its copies gone round, per queue */
+    int n_rings;
     int group_mark;            /* its group number in the batch being grouped ... */
     unsigned group_round;      /* ... valid while this equals the worker's group_round */
     int g_parked;              /* its parked deliveries as this worker last counted them in
@@ -53,9 +56,13 @@ struct sc_tenant_worker {
     int64_t last_sweep_ms;
     unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
     int g_sessions, g_down, g_waiting; /* this worker's part of the tenant gauges */
+    char return_mark[64];      /* ordered: this worker's mark on copies gone round */
     uint64_t *acks;            /* a round's acks, sent in tag order at its end */
     int n_acks, acks_cap;
 };
+
+/* 1 while session i has copies gone round that are not back. */
+int sc_tenant_rings_out(const struct sc_tenant_session *s);
 
 /* Sets up w->tenant. Returns 0, or -1 (out of memory, a pattern that does
  * not compile: the config check makes that impossible). */

@@ -328,6 +328,31 @@ static int declare_partitions(struct sc_amqp *a, const struct sc_consumer_config
     return 0;
 }
 
+/* An ordered consumer with tenants: the delay queue of the first
+ * retry_delays_ms entry, back onto the partitions' exchange (the copy keeps
+ * x-ordering-key, so its partition) or the queue. One queue, one TTL: the
+ * copies come back in the order they left. */
+static int declare_return_queue(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
+                                size_t err_len)
+{
+    char name[300], ex[300] = "";
+    int delay = k->retry_delays_ms[0];
+    sc_amqp_retry_queue_name(k, delay, name, sizeof name);
+    if (k->ordering.partitions > 1)
+        sc_amqp_ordering_exchange_name(k, ex, sizeof ex);
+    amqp_table_entry_t extra[3];
+    extra[0].key = amqp_cstring_bytes("x-message-ttl");
+    extra[0].value.kind = AMQP_FIELD_KIND_I64;
+    extra[0].value.value.i64 = delay;
+    extra[1].key = amqp_cstring_bytes("x-dead-letter-exchange");
+    extra[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    extra[1].value.value.bytes = amqp_cstring_bytes(ex);
+    extra[2].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+    extra[2].value.kind = AMQP_FIELD_KIND_UTF8;
+    extra[2].value.value.bytes = amqp_cstring_bytes(ex[0] ? "" : k->queue);
+    return declare_for(a, k, name, Q_DELAY, extra, 3, err, err_len);
+}
+
 int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                              size_t err_len)
 {
@@ -336,8 +361,11 @@ int sc_amqp_declare_consumer(struct sc_amqp *a, const struct sc_consumer_config 
         if (sc_amqp_declare_exchange(a, k->bindings[i].exchange, err, err_len))
             return -1;
     if (k->ordering.present) {
-        /* Retries run in place (consume/order.h): no delay queues. */
+        /* Retries run in place (consume/order.h): no delay queues, but the
+         * one a down tenant's deliveries go round through. */
         if (declare_for(a, k, k->dead_letter_queue, Q_DEAD_LETTER, NULL, 0, err, err_len))
+            return -1;
+        if (k->ordering.tenant_returns && declare_return_queue(a, k, err, err_len))
             return -1;
         if (k->ordering.partitions > 1)
             return declare_partitions(a, k, err, err_len);

@@ -115,10 +115,12 @@ int main(void)
             "tenants.max_connections", "zero connections");
     refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"typo\":1}}", "tenants.typo: unknown key",
             "unknown key");
-    refused("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
-            "\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\",\"ordering\":{\"key\":\"subject\"}}],"
-            "\"tenants\":{\"key\":\"subject\"," URL "}}",
-            "consumers[0].ordering: not supported together with tenants", "ordering with tenants");
+    ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
+             "\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\",\"ordering\":{\"key\":\"subject\"}}],"
+             "\"tenants\":{\"key\":\"subject\"," URL "}}", &c, err, 0) == 0 &&
+           c.consumers[0].ordering.tenant_returns,
+       "ordering with tenants: accepted, a down tenant's deliveries go round (%s)", err);
+    sc_config_free(&c);
 
     setenv("SIDECAR_TENANTS_DATABASE_URL", "mysql://e:pw@env:3307/t_{tenant}", 1);
     ok(parse(HEAD "\"tenants\":{\"key\":\"subject\"," URL "}}", &c, err, 1) == 0 &&

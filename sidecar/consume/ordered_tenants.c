@@ -1,0 +1,353 @@
+/* The loop of an ordered consumer with tenants: ordered.c's in-hand set,
+ * each delivery's tenant read as it arrives, each batch the ready slots of
+ * one tenant run in that tenant's database (its held keys there too), a
+ * down tenant's slots blocked in hand and sent round past the bounds
+ * (order_tenants.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consume/held.h"
+#include "consume/order_tenants.h"
+#include "consume/republish.h"
+#include "consume/tenant_key.h"
+#include "consume/tenant_pool.h"
+#include "consume/worker.h"
+#include "envelope/sidecar_headers.h"
+#include "lifecycle.h"
+#include "log.h"
+
+#define RECEIVE_POLL_MS 200
+#define PUBLISHER_SERVICE_MS 1000
+
+static void drop_envelope(amqp_envelope_t *env)
+{
+    amqp_destroy_envelope(env);
+}
+
+static int tenant_down(void *ctx, const char *tenant)
+{
+    struct worker *w = ctx;
+    int i = sc_tenant_session_of(w, tenant);
+    return i >= 0 && sc_tenant_down(w, i, sc_now_ms());
+}
+
+/* The ring of slot s's tenant and queue, or NULL (out of memory). */
+static struct sc_order_ring *ring_of(struct worker *w, const struct sc_order_slot *s)
+{
+    int i = sc_tenant_session_of(w, s->tenant);
+    if (i < 0)
+        return NULL;
+    struct sc_tenant_session *t = &w->tenant->sessions[i];
+    int cap = sc_worker_queues(w);
+    if (!t->rings && !(t->rings = calloc((size_t)cap, sizeof *t->rings)))
+        return NULL;
+    return sc_order_ring_of(t->rings, &t->n_rings, cap, s->env.consumer_tag);
+}
+
+/* Sends slot s round through the delay queue with its rank, its attempts
+ * as they are, and acks it once the copy is confirmed. Returns 0, or -1
+ * (reset: the broker returns it). */
+static int go_round(struct worker *w, struct sc_order_slot *s, int64_t rank, const char *why)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = s->env.delivery_tag,
+                               .event_id = s->id[0] ? s->id : NULL};
+    int64_t attempt = sc_amqp_header_int(sc_delivery_headers(&s->env), SC_H_ATTEMPTS, 1);
+    if (attempt < 1 || attempt > 1000000)
+        attempt = 1;
+    int delay = k->retry_delays_ms[0];
+    char mark[96];
+    snprintf(mark, sizeof mark, "%s:%lld", w->tenant->return_mark, (long long)rank);
+    if (sc_republish_round(&w->out, k, &s->env, (int)attempt - 1 + s->in_place, delay, why,
+                           SC_H_TENANT_RETURN, mark, &lf) ||
+        sc_amqp_ack(&w->in, s->env.delivery_tag, 0))
+        return -1;
+    atomic_fetch_add(&w->c->m.tenant_returned, 1);
+    sc_log(SC_LOG_DEBUG, &lf, "tenant %s: %s; sent round through the %d ms delay queue, its "
+           "turn kept", s->tenant, why, delay);
+    return 0;
+}
+
+/* Every slot of slot at's tenant goes round, oldest first, ranked before
+ * what is out of its queue. */
+static int tenant_round(struct worker *w, struct sc_order *o, int at, int64_t now)
+{
+    char tenant[SC_TENANT_MAX + 1];
+    snprintf(tenant, sizeof tenant, "%s", o->slots[at].tenant);
+    int expired = now - o->slots[at].blocked_since_ms >= w->c->k->db_outage_hold_ms;
+    const char *why = expired ? "its database could not be used for db_outage_hold_ms"
+                              : "its database cannot be used and its deliveries in hand fill "
+                                "half the prefetch";
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    int sent = 0;
+    for (int i = 0; i < o->n; i++) {
+        const struct sc_order_slot *s = &o->slots[i];
+        if (strcmp(s->tenant, tenant) != 0)
+            continue;
+        /* Its queue's slots of the tenant, ranked in the order they are in
+         * hand: the first of them found here. */
+        struct sc_order_ring *r = ring_of(w, s);
+        if (!r)
+            return -1;
+        int k = 0;
+        for (int j = i; j < o->n; j++)
+            k += strcmp(o->slots[j].tenant, tenant) == 0 && ring_of(w, &o->slots[j]) == r;
+        int64_t rank = sc_order_ring_back(r, k);
+        for (int j = i; j < o->n;) {
+            struct sc_order_slot *c = &o->slots[j];
+            if (strcmp(c->tenant, tenant) != 0 || ring_of(w, c) != r) {
+                j++;
+                continue;
+            }
+            if (go_round(w, c, rank++, why))
+                return -1;
+            amqp_destroy_envelope(&c->env);
+            sc_order_remove(o, j);
+            sent++;
+        }
+        i--; /* slot i went: the next one is in its place */
+    }
+    sc_log(SC_LOG_INFO, &lf, "tenant %s: %s; its %d deliveries in hand sent round through the "
+           "%d ms delay queue, their turns kept", tenant, why, sent, w->c->k->retry_delays_ms[0]);
+    return 0;
+}
+
+/* The rank of this worker's copy env is ("<mark>:<rank>"), or -1. */
+static int64_t copy_rank(const struct worker *w, const amqp_envelope_t *env)
+{
+    amqp_bytes_t m = sc_amqp_header_bytes(sc_delivery_headers(env), SC_H_TENANT_RETURN);
+    const char *mark = w->tenant->return_mark;
+    size_t n = strlen(mark);
+    if (m.len <= n + 1 || m.len > n + 19 || memcmp(m.bytes, mark, n) != 0 ||
+        ((const char *)m.bytes)[n] != ':')
+        return -1;
+    int64_t v = 0;
+    for (size_t j = n + 1; j < m.len; j++) {
+        char c = ((const char *)m.bytes)[j];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+/* Reads fresh slot s's tenant. Returns 1 when it went round at once (not
+ * its turn), 0 when it stays, -1 (reset). */
+static int classify(struct worker *w, struct sc_order_slot *s, int room)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    char name[SC_TENANT_MAX + 1], why[256];
+    sc_order_classify(k, s);
+    enum sc_tenant_kind kind = sc_tenant_read(&w->c->cfg->tenants, &w->tenant->names, k,
+                                              &s->env, name, why, sizeof why);
+    int i = kind == SC_TENANT_FOUND ? sc_tenant_session_of(w, name) : -1;
+    if (kind == SC_TENANT_FOUND && i < 0)
+        snprintf(why, sizeof why, "out of memory for tenant %s", name);
+    if (i < 0) {
+        if (kind != SC_TENANT_OPEN) { /* dead-lettered unrun with the reason, no database */
+            s->kind = SC_ORDER_UNKEYED;
+            snprintf(s->why, sizeof s->why, "%s", why);
+            s->hash = 0;
+        }
+        return 0;
+    }
+    if (s->kind != SC_ORDER_KEYED)
+        return 0; /* dead-lettered unrun, ordered with nothing: no database needed */
+    sc_order_set_tenant(s, name);
+    struct sc_order_ring *r = ring_of(w, s);
+    if (!r)
+        return -1;
+    /* A down tenant takes room in hand up to the bound, the rest goes round. */
+    int down = sc_tenant_down(w, i, sc_now_ms());
+    int64_t rank = copy_rank(w, &s->env);
+    if (!sc_order_ring_arrive(r, &rank, !down || room))
+        return 0;
+    return go_round(w, s, rank, "not its turn: its tenant's earlier deliveries went round")
+               ? -1 : 1;
+}
+
+/* ordered.c's gather, each delivery's tenant read. */
+static int gather(struct worker *w, struct sc_order *o, int timeout_ms, int block_cap)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name};
+    char err[512] = "";
+    for (int got = 0; got < k->batch_max; got++) {
+        struct sc_order_slot *s = sc_order_add(o);
+        if (!s) {
+            sc_worker_keep_alive(w);
+            if (timeout_ms > 0 && got == 0)
+                sc_sleep_ms(timeout_ms);
+            return 0;
+        }
+        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &s->env, got ? 0 : timeout_ms, err,
+                                              sizeof err);
+        if (r != SC_AMQP_RECV_MESSAGE) {
+            o->n--;
+            if (r == SC_AMQP_RECV_TIMEOUT)
+                return 0;
+            sc_log(SC_LOG_WARN, &lf, "%s: %s", r == SC_AMQP_RECV_CANCELLED
+                   ? "consumer cancelled, declaring the queues again" : "broker connection lost",
+                   err);
+            return -1;
+        }
+        s->received_us = sc_now_us();
+        w->last_delivery_ms = sc_now_ms();
+        int rc = classify(w, s, sc_order_blocked(o) < block_cap);
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            amqp_destroy_envelope(&s->env);
+            o->n--;
+        }
+    }
+    return 0;
+}
+
+/* Runs the picked slots idx[0..n) of one tenant (or none) as one batch in
+ * its database. Returns the loop's next step; a batch its database could
+ * not take stays in hand, its tenant down. */
+static enum next run_tenant(struct worker *w, struct sc_order *o, int *idx, int *n_io)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name};
+    int n = *n_io;
+    const char *tenant = o->slots[idx[0]].tenant;
+    sc_order_batch(o, idx, n, w->dls);
+    if (!tenant[0]) {
+        /* Refused, malformed or too large: dead-lettered, no database. */
+        memset(&w->db, 0, sizeof w->db);
+        w->db_urls = NULL;
+        return sc_batch_process(w, w->dls, n);
+    }
+    int i = sc_tenant_session_of(w, tenant);
+    struct sc_db_err e = {0};
+    int opened = i < 0 ? -1 : sc_tenant_enter(w, i, &e);
+    enum next next = NEXT_DB_HOLD;
+    if (opened >= 0) {
+        if (sc_held_mode(k) && sc_held_check(w, w->dls, n, &e)) {
+            sc_log(SC_LOG_WARN, &lf, "tenant %s: reading the held keys failed (error %u: %s)",
+                   tenant, e.code, e.msg);
+            w->hold_cause = e;
+        } else if (sc_held_mode(k) && (n = sc_held_wait(k, o, idx, w->dls, n, sc_now_ms())) == 0) {
+            next = NEXT_CONTINUE; /* all of them wait in hand for their keys' replays */
+        } else {
+            next = sc_batch_process(w, w->dls, n);
+            if (next == NEXT_DB_HOLD && opened == 0 && sc_worker_db_open(w, &e) == 0) {
+                /* A session kept open may have idled out: one fresh one
+                 * before the tenant counts as down. */
+                w->holding = 1;
+                next = sc_batch_process(w, w->dls, n);
+                w->holding = 0;
+            } else if (next == NEXT_DB_HOLD && opened == 0) {
+                w->hold_cause = e;
+            }
+            w->hold_one_by_one = 0;
+            w->hold_culprit[0] = 0;
+            if (next != NEXT_DB_HOLD)
+                sc_order_check_versions(w, o, idx, n);
+        }
+        struct sc_db_err lost = w->hold_cause;
+        if (next == NEXT_DB_LOST)
+            lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,
+                                      .msg = "session ended after a COMMIT without outcome or a "
+                                             "handler contract violation"};
+        if (next == NEXT_RESET) {
+            sc_db_close(&w->db);
+            memset(&w->db, 0, sizeof w->db);
+        } else {
+            sc_tenant_leave(w, i, next != NEXT_CONTINUE, &lost);
+        }
+    }
+    *n_io = n;
+    if (next == NEXT_DB_HOLD)
+        for (int j = 0; j < n; j++) {
+            /* Nothing of it was committed: in hand, not an attempt. */
+            w->dls[j].kept = 1;
+            w->dls[j].spent = 0;
+            w->dls[j].again_ms = 0;
+        }
+    return next == NEXT_RESET ? NEXT_RESET : NEXT_CONTINUE;
+}
+
+long sc_consume_ordered_tenants(struct worker *w)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    struct sc_log_fields lf = {.consumer = k->name};
+    struct sc_order o;
+    int *idx = malloc((size_t)k->batch_max * sizeof *idx);
+    if (!idx || sc_order_init(&o, k->prefetch * sc_worker_queues(w))) {
+        free(idx);
+        sc_log(SC_LOG_ERROR, &lf, "out of memory");
+        return 0;
+    }
+    o.queue_cap = k->prefetch;
+    if (!w->tenant->return_mark[0])
+        snprintf(w->tenant->return_mark, sizeof w->tenant->return_mark, "%ld-%d-%lld",
+                 (long)getpid(), w->index, (long long)sc_now_us());
+    /* Blocked slots take room in the prefetch: half of it at most, the
+     * other tenants have the rest. */
+    int block_cap = k->prefetch / 2;
+    long handled = 0;
+    int64_t last_service_ms = sc_now_ms(), next_due = INT64_MAX;
+    char err[512];
+    while (!sc_stop_requested()) {
+        int64_t now = sc_now_ms();
+        if (now - last_service_ms > PUBLISHER_SERVICE_MS) {
+            last_service_ms = now;
+            if (sc_amqp_service(&w->out, err, sizeof err)) {
+                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
+                break;
+            }
+        }
+        sc_tenant_sweep(w, now);
+        sc_tenant_gauges(w, 0);
+        sc_order_block(&o, tenant_down, w, now);
+        int n = sc_order_pick(&o, now, k->batch_max, idx, &next_due);
+        int64_t retry = sc_tenant_next_retry_ms(w);
+        if (retry < next_due)
+            next_due = retry;
+        int64_t wait = n ? 0 : next_due == INT64_MAX ? RECEIVE_POLL_MS : next_due - now;
+        if (wait > RECEIVE_POLL_MS)
+            wait = RECEIVE_POLL_MS;
+        if (wait < 0)
+            wait = 0;
+        if (gather(w, &o, (int)wait, block_cap))
+            break;
+        now = sc_now_ms();
+        sc_order_block(&o, tenant_down, w, now);
+        int at, failed = 0;
+        while (!failed && (at = sc_order_return_due(&o, now, k->db_outage_hold_ms, block_cap)) >= 0)
+            failed = tenant_round(w, &o, at, now);
+        if (failed)
+            break;
+        n = sc_order_one_tenant(&o, idx, sc_order_pick(&o, now, k->batch_max, idx, &next_due));
+        if (n == 0) {
+            if (sc_worker_check_queues(w, 0))
+                break;
+            continue;
+        }
+        sc_worker_keep_alive(w);
+        enum next next = run_tenant(w, &o, idx, &n);
+        sc_batch_release(w);
+        handled += n;
+        if (sc_tenant_ack_flush(w)) {
+            sc_log(SC_LOG_WARN, &lf, "acks could not be sent; the broker will redeliver");
+            next = NEXT_RESET;
+        }
+        if (next == NEXT_RESET)
+            break; /* closing the channel returns everything in hand */
+        sc_order_after(&o, idx, w->dls, n, sc_now_ms(), drop_envelope);
+    }
+    memset(&w->db, 0, sizeof w->db); /* every session is the pool's */
+    (void)sc_tenant_ack_flush(w);
+    for (int i = 0; i < o.n; i++)
+        amqp_destroy_envelope(&o.slots[i].env);
+    sc_order_free(&o);
+    free(idx);
+    if (sc_stop_requested())
+        sc_tenant_worker_free(w);
+    return handled;
+}
