@@ -19,9 +19,8 @@ What runs:
 Faults (one at a time, on a tenant the seed picks):
   tenant-lock           LOCK TABLES ... WRITE on the consumer's tables of its
                         database (consumed_event, held keys, the effect table)
-                        from a held session; tenant-lock-outbox (its
-                        outbox_event, the relay's) runs only when named in
-                        NEMESIS_FAULTS: it stalls every tenant's relaying today
+                        from a held session; tenant-lock-outbox: its
+                        outbox_event (the relay's)
   tenant-kill-sessions  its sidecar sessions killed again and again
   tenant-revoke         the sidecar users' grants on its database taken away
                         and their sessions killed, then granted back
@@ -91,8 +90,8 @@ def configs(port, amqp_url):
         return f"mysql://{user}:{pw}@127.0.0.1:{port}/{db}"
     common = {"amqp": {"url": amqp_url, "heartbeat_s": nm.HEARTBEAT_S},
               # 1 s: a locked tenant's every probe holds a worker (and the
-              # relay) this long, and its backoff starts at 100 ms; at 3 s
-              # the other tenants got nothing for whole fault windows
+              # relay, which has no backoff for it) this long; at 3 s the
+              # other tenants got nothing for whole fault windows
               "mysql": {"lock_wait_timeout_s": LOCK_WAIT_S},
               "http": {"listen": "127.0.0.1:0"}, "log": {"level": "info"}}
     tenants = {"key": "extension:tenant", "list": list(TENANTS), "max_connections": 16, "idle_close_ms": 60000}

@@ -28,17 +28,13 @@ class Faults:
     def run(self):
         catalog = [("tenant-lock", 1.0, self.f_lock), ("tenant-kill-sessions", 1.0, self.f_kill_sessions),
                    ("tenant-revoke", 1.0, self.f_revoke), ("kill-relay", 0.4, self.f_kill),
-                   ("kill-consumer", 0.4, self.f_kill)]
-        # Only when named: the relay waits out mysql.lock_wait_timeout_s on
-        # a locked outbox every round, with no backoff, and every tenant's
-        # batches wait with it (docs/operations.md, the tenants nemesis).
-        extra = [("tenant-lock-outbox", 1.0, self.f_lock)]
+                   ("kill-consumer", 0.4, self.f_kill), ("tenant-lock-outbox", 0.6, self.f_lock)]
         only = [f for f in os.environ.get("NEMESIS_FAULTS", "").split(",") if f]
         if only:
-            unknown = sorted(set(only) - {c[0] for c in catalog + extra})
+            unknown = sorted(set(only) - {c[0] for c in catalog})
             if unknown:
                 raise SystemExit(f"NEMESIS_FAULTS names no fault of the tenants topology: {unknown}")
-            catalog = [c for c in catalog + extra if c[0] in only]
+            catalog = [c for c in catalog if c[0] in only]
         end = nm.T0 + self.seconds
         while nm.now() < end - 4:
             name, _, fn = self.rng.choices(catalog, weights=[c[1] for c in catalog])[0]
