@@ -121,10 +121,14 @@ def self_check(tenants, rows, audit, produced, windows, dlq):
     r[t2]["outbox"][-1][1] = "PENDING"
     want["stuck"] = {r[t2]["outbox"][-1][0]}
     # two versions of one aggregate: their first copies swapped
-    by_key = {}
-    for x in a:
-        by_key.setdefault((x[2], x[3]), []).append(x)
-    pair = next((sorted(v)[:2] for v in by_key.values() if len({y[4] for y in v}) > 1), None)
+    # (the first copies only: a republished copy swapped with its own
+    # first would change nothing)
+    by_key, seen = {}, set()
+    for x in sorted(a):
+        if x[1] not in seen:
+            seen.add(x[1])
+            by_key.setdefault((x[2], x[3]), []).append(x)
+    pair = next((v[:2] for v in by_key.values() if len(v) > 1), None)
     if pair is None:
         return False, "no aggregate with two versions"
     pair[0][0], pair[1][0] = pair[1][0], pair[0][0]
