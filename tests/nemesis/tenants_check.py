@@ -114,7 +114,11 @@ def self_check(tenants, rows, audit, produced, windows, dlq):
     twin = r[t2]["effects"][0]
     r[t2]["effects"].append([-1] + twin[1:])
     want["doubled"] = {twin[1]}
-    moved = r[t3]["effects"].pop(0)
+    # from outside the emptied window: it lands in t1's database
+    k = next((i for i, e in enumerate(r[t3]["effects"]) if not (w["start"] <= e[4] <= w["end"])), None)
+    if k is None:
+        return False, f"no effect of {t3} outside the first fault window"
+    moved = r[t3]["effects"].pop(k)
     r[t1]["effects"].append(moved)
     want["misrouted"] = {moved[1]}
     want["lost"].add(moved[1])
