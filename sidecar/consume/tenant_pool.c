@@ -132,10 +132,19 @@ static void evict_lru(struct sc_tenant_worker *t, int keep)
         session_close(t, &t->sessions[lru]);
 }
 
+/* A locked tenant (its claim waited out mysql.lock_wait_timeout_s) holds
+ * the worker for one whole wait per try: it waits at least LOCK_BACKOFF
+ * waits between tries, so it takes at most a fifth of the worker's time
+ * from the other tenants while the lock lasts. */
+#define LOCK_BACKOFF 4
+
 static void mark_down(struct worker *w, struct sc_tenant_session *s, const struct sc_db_err *e)
 {
     s->failures++;
     int delay = sc_backoff_ms(s->failures);
+    int lock_floor = LOCK_BACKOFF * w->c->cfg->mysql_lock_wait_timeout_s * 1000;
+    if (e->cls == SC_DBERR_LOCK_WAIT && delay < lock_floor)
+        delay = lock_floor;
     s->retry_at_ms = sc_now_ms() + delay;
     snprintf(s->last_error, sizeof s->last_error, "error %u: %.200s", e->code, e->msg);
     struct sc_log_fields lf = {.consumer = w->c->k->name, .error_code = e->code};

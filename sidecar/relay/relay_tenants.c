@@ -255,6 +255,20 @@ static void tenant_failed(struct sc_relay_tenants *ts, struct sc_relay_tenant *t
             t->name, what, e->code, e->sqlstate, e->msg);
 }
 
+/* The claim skips locked rows, so its lock wait is the table's (LOCK
+ * TABLES, a backup's read lock, DDL): each try blocks the one relay thread,
+ * every tenant's round with it, for mysql.lock_wait_timeout_s. The locked
+ * tenant waits at least LOCK_BACKOFF waits between tries, so it takes at
+ * most a fifth of the relay's time while the lock lasts. */
+#define LOCK_BACKOFF 4
+
+static void lock_backoff(struct sc_relay_tenants *ts, struct sc_relay_tenant *t)
+{
+    int64_t at = sc_now_ms() + (int64_t)LOCK_BACKOFF * ts->cfg->mysql_lock_wait_timeout_s * 1000;
+    if (t->due_ms < at)
+        t->due_ms = at;
+}
+
 static void tenant_healthy(struct sc_relay_tenants *ts, struct sc_relay_tenant *t)
 {
     if (t->err_code) {
@@ -313,10 +327,11 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
             clear_rows(rows, max);
             atomic_fetch_add(&ts->m->claim_failed, 1);
             struct sc_db_err rb = {0};
-            if ((e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_LOCK_WAIT) &&
-                sc_relay_db_rollback(&t->db, &rb) == 0)
+            if (e.cls == SC_DBERR_DEADLOCK && sc_relay_db_rollback(&t->db, &rb) == 0)
                 continue; /* another relay's rows: this tenant again next round */
-            tenant_failed(ts, t, "claim", &e);
+            tenant_failed(ts, t, e.cls == SC_DBERR_LOCK_WAIT ? "claim (lock wait)" : "claim", &e);
+            if (e.cls == SC_DBERR_LOCK_WAIT)
+                lock_backoff(ts, t);
             continue;
         }
         tenant_healthy(ts, t);
