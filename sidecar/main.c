@@ -87,7 +87,7 @@ static const struct command commands[] = {
      "delete consumed_event and PUBLISHED outbox_event rows past retention, in mysql.url's "
      "database and each tenant of tenants.list, or only NAME's (database only)", 1,
      0, 0, NULL, sc_purge_run},
-    {"dlq", "dlq     -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]",
+    {"dlq", "dlq     -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY [--tenant NAME]]",
      "list, show or replay dead-lettered messages; release a held key", 1, 0, 1, NULL, sc_dlq_run},
     {"try", "try     -c FILE --consumer NAME EVENT.json...",
      "parse, claim and handle each event in a transaction that is always rolled back; exit 0 "

@@ -433,7 +433,7 @@ static int replay(struct sc_amqp *a, const struct sc_consumer_config *k, struct 
 int sc_dlq_run(const struct sc_config *cfg, int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY]\n");
+        fprintf(stderr, "usage: sidecar dlq -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY [--tenant NAME]]\n");
         return 2;
     }
     const char *tenant;
