@@ -54,7 +54,7 @@ ok(rc == 0, "promtool check rules: every dashboard query parses", out)
 
 # Every metric a rule or a panel names is one the code exports.
 exported = {"up"}
-for src in ("sidecar/metrics.c", "sidecar/console/console_metrics.c"):
+for src in ("sidecar/metrics.c", "sidecar/metrics_tenants.c", "sidecar/console/console_metrics.c"):
     text = open(os.path.join(ROOT, src)).read()
     for name in re.findall(r'"(?:# TYPE |# HELP )?(sidecar_[a-z_]+)', text):
         exported.add(name)
