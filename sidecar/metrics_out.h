@@ -1,5 +1,6 @@
 /* The Prometheus text being rendered: a growing buffer and label escaping,
- * shared by the renderers of metrics.c and metrics_tenants.c. */
+ * shared by the renderers of metrics.c, metrics_tenants.c and the
+ * console's (console/console_metrics.c). */
 #ifndef SC_METRICS_OUT_H
 #define SC_METRICS_OUT_H
 

@@ -27,7 +27,6 @@
 
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
-#define PUBLISHER_SERVICE_MS 1000
 
 /* Runs the batch; while its database session is gone before COMMIT, makes
  * the session again (db_outage_hold_ms at most, counted from the first
@@ -94,13 +93,8 @@ static long consume_loop(struct worker *w, struct delivery *dls)
         err[0] = 0;
         /* The publishing connection is idle between dead-letters and
          * retries: service its heartbeats even while deliveries stream. */
-        if (sc_now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
-            last_service_ms = sc_now_ms();
-            if (sc_amqp_service(&w->out, err, sizeof err)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
-                break;
-            }
-        }
+        if (sc_worker_service_publisher(w, &last_service_ms))
+            break;
         enum sc_amqp_recv r = sc_amqp_receive(&w->in, &dls[0].env, RECEIVE_POLL_MS, err, sizeof err);
         if (r == SC_AMQP_RECV_CLOSED) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);

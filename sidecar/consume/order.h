@@ -113,6 +113,13 @@ int sc_order_version(struct sc_order *o, uint64_t hash, int64_t version, int64_t
 
 struct worker;
 
+/* ordered.c: takes what the broker has into o (up to batch_max, waiting
+ * up to timeout_ms for the first), each classified, then given to take
+ * when not NULL (1: take disposed of it; -1: end the session). Returns 0,
+ * or -1 when the session must end. */
+int sc_order_gather(struct worker *w, struct sc_order *o, int timeout_ms,
+                    int (*take)(struct worker *, struct sc_order_slot *, void *), void *arg);
+
 /* ordered.c: after a batch of the picked slots idx[0..n) (w->dls), counts
  * and logs each applied event whose eventversion is not its key's last + 1. */
 void sc_order_check_versions(struct worker *w, struct sc_order *o, const int *idx, int n);

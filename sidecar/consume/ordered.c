@@ -16,7 +16,6 @@
 
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
-#define PUBLISHER_SERVICE_MS 1000
 
 static void drop_envelope(amqp_envelope_t *env)
 {
@@ -25,9 +24,12 @@ static void drop_envelope(amqp_envelope_t *env)
 
 /* Takes what the broker has for the worker into the set: waits up to
  * timeout_ms for the first delivery, then takes what is already waiting, up
- * to batch_max. Returns 0, or -1 when the session must end (closed, or a
- * consumer cancelled: the reset declares the queues again). */
-static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
+ * to batch_max, each classified (and passed to take when given: it returns
+ * 1 when it disposed of the delivery, -1 when the session must end).
+ * Returns 0, or -1 when the session must end (closed, or a consumer
+ * cancelled: the reset declares the queues again). */
+int sc_order_gather(struct worker *w, struct sc_order *o, int timeout_ms,
+                    int (*take)(struct worker *, struct sc_order_slot *, void *), void *arg)
 {
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name};
@@ -56,6 +58,13 @@ static int gather(struct worker *w, struct sc_order *o, int timeout_ms)
         s->received_us = sc_now_us();
         w->last_delivery_ms = sc_now_ms();
         sc_order_classify(k, s);
+        int rc = take ? take(w, s, arg) : 0;
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            amqp_destroy_envelope(&s->env);
+            o->n--;
+        }
     }
     return 0;
 }
@@ -100,21 +109,15 @@ long sc_consume_ordered(struct worker *w)
     o.queue_cap = k->prefetch;
     long handled = 0;
     int64_t last_service_ms = sc_now_ms(), next_due = INT64_MAX;
-    char err[512];
     while (!sc_stop_requested()) {
-        if (sc_now_ms() - last_service_ms > PUBLISHER_SERVICE_MS) {
-            last_service_ms = sc_now_ms();
-            if (sc_amqp_service(&w->out, err, sizeof err)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
-                break;
-            }
-        }
+        if (sc_worker_service_publisher(w, &last_service_ms))
+            break;
         int64_t now = sc_now_ms();
         int n = sc_order_pick(&o, now, k->batch_max, idx, &next_due);
         int64_t wait = n ? 0 : next_due == INT64_MAX ? RECEIVE_POLL_MS : next_due - now;
         if (wait > RECEIVE_POLL_MS)
             wait = RECEIVE_POLL_MS;
-        if (gather(w, &o, (int)wait))
+        if (sc_order_gather(w, &o, (int)wait, NULL, NULL))
             break;
         n = sc_order_pick(&o, sc_now_ms(), k->batch_max, idx, &next_due);
         if (n == 0) {

@@ -19,7 +19,6 @@
 #include "log.h"
 
 #define RECEIVE_POLL_MS 200
-#define PUBLISHER_SERVICE_MS 1000
 
 static void drop_envelope(amqp_envelope_t *env)
 {
@@ -133,13 +132,17 @@ static int64_t copy_rank(const struct worker *w, const amqp_envelope_t *env)
     return v;
 }
 
-/* Reads fresh slot s's tenant. Returns 1 when it went round at once (not
- * its turn), 0 when it stays, -1 (reset). */
+struct gather_room {
+    struct sc_order *o;
+    int block_cap;
+};
+
+/* Reads fresh slot s's tenant (s already classified). Returns 1 when it
+ * went round at once (not its turn), 0 when it stays, -1 (reset). */
 static int classify(struct worker *w, struct sc_order_slot *s, int room)
 {
     const struct sc_consumer_config *k = w->c->k;
     char name[SC_TENANT_MAX + 1], why[256];
-    sc_order_classify(k, s);
     enum sc_tenant_kind kind = sc_tenant_read(&w->c->cfg->tenants, &w->tenant->names, k,
                                               &s->env, name, why, sizeof why);
     int i = kind == SC_TENANT_FOUND ? sc_tenant_session_of(w, name) : -1;
@@ -168,42 +171,12 @@ static int classify(struct worker *w, struct sc_order_slot *s, int room)
                ? -1 : 1;
 }
 
-/* ordered.c's gather, each delivery's tenant read. */
-static int gather(struct worker *w, struct sc_order *o, int timeout_ms, int block_cap)
+/* sc_order_gather's take: the delivery's tenant read, with room in hand
+ * for a down tenant's while fewer than *block_cap wait. */
+static int take(struct worker *w, struct sc_order_slot *s, void *arg)
 {
-    const struct sc_consumer_config *k = w->c->k;
-    struct sc_log_fields lf = {.consumer = k->name};
-    char err[512] = "";
-    for (int got = 0; got < k->batch_max; got++) {
-        struct sc_order_slot *s = sc_order_add(o);
-        if (!s) {
-            sc_worker_keep_alive(w);
-            if (timeout_ms > 0 && got == 0)
-                sc_sleep_ms(timeout_ms);
-            return 0;
-        }
-        enum sc_amqp_recv r = sc_amqp_receive(&w->in, &s->env, got ? 0 : timeout_ms, err,
-                                              sizeof err);
-        if (r != SC_AMQP_RECV_MESSAGE) {
-            o->n--;
-            if (r == SC_AMQP_RECV_TIMEOUT)
-                return 0;
-            sc_log(SC_LOG_WARN, &lf, "%s: %s", r == SC_AMQP_RECV_CANCELLED
-                   ? "consumer cancelled, declaring the queues again" : "broker connection lost",
-                   err);
-            return -1;
-        }
-        s->received_us = sc_now_us();
-        w->last_delivery_ms = sc_now_ms();
-        int rc = classify(w, s, sc_order_blocked(o) < block_cap);
-        if (rc < 0)
-            return -1;
-        if (rc > 0) {
-            amqp_destroy_envelope(&s->env);
-            o->n--;
-        }
-    }
-    return 0;
+    const struct gather_room *g = arg;
+    return classify(w, s, sc_order_blocked(g->o) < g->block_cap);
 }
 
 /* Runs the picked slots idx[0..n) of one tenant (or none) as one batch in
@@ -292,16 +265,10 @@ long sc_consume_ordered_tenants(struct worker *w)
     int block_cap = k->prefetch / 2;
     long handled = 0;
     int64_t last_service_ms = sc_now_ms(), next_due = INT64_MAX;
-    char err[512];
     while (!sc_stop_requested()) {
         int64_t now = sc_now_ms();
-        if (now - last_service_ms > PUBLISHER_SERVICE_MS) {
-            last_service_ms = now;
-            if (sc_amqp_service(&w->out, err, sizeof err)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
-                break;
-            }
-        }
+        if (sc_worker_service_publisher(w, &last_service_ms))
+            break;
         sc_tenant_sweep(w, now);
         sc_tenant_gauges(w, 0);
         sc_order_block(&o, tenant_down, w, now);
@@ -314,7 +281,7 @@ long sc_consume_ordered_tenants(struct worker *w)
             wait = RECEIVE_POLL_MS;
         if (wait < 0)
             wait = 0;
-        if (gather(w, &o, (int)wait, block_cap))
+        if (sc_order_gather(w, &o, (int)wait, take, &(struct gather_room){&o, block_cap}))
             break;
         now = sc_now_ms();
         sc_order_block(&o, tenant_down, w, now);

@@ -22,7 +22,6 @@
 #include "log.h"
 
 #define RECEIVE_POLL_MS 200
-#define PUBLISHER_SERVICE_MS 1000
 #define NO_TENANT (-1)
 
 /* The batch being gathered: the deliveries in w->dls and, by slot, what
@@ -394,16 +393,11 @@ long sc_consume_tenants(struct worker *w)
     }
     int64_t last_service_ms = sc_now_ms();
     while (!sc_stop_requested()) {
-        char err[512] = "", cancel[512] = "";
+        char cancel[512] = "";
         int cancelled = 0;
         int64_t now = sc_now_ms();
-        if (now - last_service_ms > PUBLISHER_SERVICE_MS) {
-            last_service_ms = now;
-            if (sc_amqp_service(&w->out, err, sizeof err)) {
-                sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
-                break;
-            }
-        }
+        if (sc_worker_service_publisher(w, &last_service_ms))
+            break;
         sc_tenant_sweep(w, now);
         sc_tenant_gauges(w, 0);
         g.n = 0;

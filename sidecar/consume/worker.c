@@ -12,6 +12,7 @@
 #include "log.h"
 
 #define RECEIVE_POLL_MS 200
+#define PUBLISHER_SERVICE_MS 1000
 
 
 /* Moves this worker's contribution to a connection gauge. */
@@ -95,6 +96,20 @@ void sc_worker_keep_alive(struct worker *w)
     w->last_heartbeat_ms = now;
     sc_amqp_heartbeat(&w->in);
     sc_amqp_heartbeat(&w->out);
+}
+
+int sc_worker_service_publisher(struct worker *w, int64_t *last_ms)
+{
+    int64_t now = sc_now_ms();
+    if (now - *last_ms <= PUBLISHER_SERVICE_MS)
+        return 0;
+    *last_ms = now;
+    char err[512] = "";
+    if (sc_amqp_service(&w->out, err, sizeof err) == 0)
+        return 0;
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    sc_log(SC_LOG_WARN, &lf, "publisher connection lost: %s", err);
+    return -1;
 }
 
 /* Waits ms with both broker connections kept alive and the worker's queues

@@ -205,6 +205,11 @@ void sc_worker_gauge(atomic_int *g, int *mine, int up);
  * own calls). */
 void sc_worker_keep_alive(struct worker *w);
 
+/* worker.c: services the publishing connection (its heartbeats, idle
+ * between dead letters and retries) once a second, *last_ms the last time.
+ * Returns 0, or -1 with the loss logged. */
+int sc_worker_service_publisher(struct worker *w, int64_t *last_ms);
+
 /* worker.c: a fresh database session (autocommit off, UTC, bounded lock
  * waits, statements prepared, the node writable) after a handler contract
  * violation. Returns 0, or -1 (the caller has the loop reconnect:
