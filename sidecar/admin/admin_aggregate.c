@@ -158,7 +158,9 @@ json_t *sc_aggregate_json(struct sc_db *db, const struct sc_config *cfg, const j
         json_object_set_new(ev, "event_type", sc_cell_text(&rows, r, "event_type"));
         json_object_set_new(ev, "event_version", sc_cell_int(&rows, r, "event_version"));
         const char *st = sc_rows_get(&rows, r, 3), *created = sc_rows_get(&rows, r, 4);
-        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0) {
+        /* (a PENDING row with a lease is held behind a FAILED row: not published) */
+        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0 &&
+            !sc_rows_get(&rows, r, 8)) {
             json_object_set_new(ev, "status", json_string("PUBLISHED"));
             json_object_set_new(ev, "stored_status", json_string("PENDING"));
             json_object_set_new(ev, "binlog_watermark", json_string(w));

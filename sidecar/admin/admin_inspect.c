@@ -226,8 +226,8 @@ int sc_inspect_run(const struct sc_config *cfg, int argc, char **argv)
     if (st0 && strcmp(st0, "PENDING") == 0 && !u.gone &&
         (r = select_by_id(&db, &e, "SELECT DATE_FORMAT(c.published_created_before, "
                                    "'%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') FROM relay_checkpoint c JOIN outbox_event o "
-                                   "ON o.created_at < c.published_created_before WHERE c.outbox = "
-                                   "'outbox_event' AND o.event_id = '%s'", id))) {
+                                   "ON o.created_at < c.published_created_before AND o.lease_until IS NULL "
+                                   "WHERE c.outbox = 'outbox_event' AND o.event_id = '%s'", id))) {
         if ((row = mysql_fetch_row(r)) && row[0]) {
             json_object_set_new(ob0, "status", json_string("PUBLISHED"));
             json_object_set_new(ob0, "stored_status", json_string("PENDING"));

@@ -174,8 +174,8 @@ static int purge_db(const struct sc_config *cfg, const char *tenant, long long o
     }
     sc_db_rollback(&db, &e); /* the read's transaction: the purge's start under READ COMMITTED */
     if (has_w)
-        snprintf(binlog_cond, sizeof binlog_cond, "status = 'PENDING' AND created_at < '%s' AND "
-                 "created_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", w, older);
+        snprintf(binlog_cond, sizeof binlog_cond, "status = 'PENDING' AND lease_until IS NULL AND "
+                 "created_at < '%s' AND created_at < UTC_TIMESTAMP(6) - INTERVAL %lld SECOND", w, older);
     if (dry_run) {
         char sql[1024];
         snprintf(sql, sizeof sql,

@@ -168,8 +168,11 @@ json_t *sc_console_set_pending(struct sc_console *con, int tenant, const char *w
     b.buffer = canon;
     b.buffer_length = len;
     b.length = &len;
-    static const char sql[] = "UPDATE outbox_event SET status = 'PENDING', lease_owner = NULL, "
-                              "lease_until = NULL WHERE event_id = ? AND status = 'FAILED'";
+    /* The lease is left as the relay marked it: a binlog relay's FAILED
+     * row keeps one, so that, PENDING again, it is held and published in
+     * its aggregate's order (a poll relay's has none). */
+    static const char sql[] = "UPDATE outbox_event SET status = 'PENDING' WHERE event_id = ? "
+                              "AND status = 'FAILED'";
     long long changed = -1;
     if (!st || mysql_stmt_prepare(st, sql, sizeof sql - 1) || mysql_stmt_bind_param(st, &b) ||
         mysql_stmt_execute(st)) {

@@ -176,7 +176,9 @@ json_t *sc_console_event(struct sc_console *con, int tenant, const char *id, uns
         json_object_set_new(o, "publish_attempts", sc_cell_int(&rows, 0, "publish_attempts"));
         /* relay.source "binlog": published rows stay PENDING (as in inspect) */
         const char *st = sc_rows_get(&rows, 0, 0), *created = sc_rows_get(&rows, 0, 8);
-        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0) {
+        /* (a PENDING row with a lease is held behind a FAILED row: not published) */
+        if (w[0] && st && created && strcmp(st, "PENDING") == 0 && strcmp(created, w) < 0 &&
+            !sc_rows_get(&rows, 0, 2)) {
             json_object_set_new(o, "status", json_string("PUBLISHED"));
             json_object_set_new(o, "stored_status", json_string("PENDING"));
             json_object_set_new(o, "binlog_watermark", json_string(w));

@@ -9,9 +9,10 @@
 #include "relay_message.h"
 
 int sc_binlog_core_init(struct sc_binlog_core *c, const struct sc_binlog_ops *ops, void *io,
-                        const char *worker_id, int batch, int lease_ms, int wait_ms)
+                        const char *worker_id, int batch, int lease_ms, int wait_ms, int per_aggregate)
 {
     memset(c, 0, sizeof *c);
+    c->per_aggregate = per_aggregate;
     c->ops = ops;
     c->io = io;
     c->worker_id = worker_id;
@@ -26,6 +27,7 @@ void sc_binlog_core_free(struct sc_binlog_core *c)
 {
     free(c->ids);
     c->ids = NULL;
+    sc_binlog_held_free(&c->held);
 }
 
 /* Back to the stored checkpoint: what was read after it is read again. */
@@ -50,6 +52,29 @@ void sc_binlog_core_db_closed(struct sc_binlog_core *c)
 {
     rewind_stream(c, "the database connection closed");
     c->holding = 0;
+    c->held_loaded = 0;
+}
+
+int sc_binlog_core_held(const struct sc_binlog_core *c, const struct sc_relay_row *r)
+{
+    if (!c->per_aggregate || !c->ops->held_rows || !r->aggregate_type || !r->aggregate_id)
+        return 0;
+    const struct sc_binlog_held_agg *a = sc_binlog_held_find(&c->held, r->aggregate_type, r->aggregate_id);
+    /* A held row released goes out unless its aggregate failed again */
+    return a && (a->failed || !r->released);
+}
+
+void sc_binlog_core_hold(struct sc_binlog_core *c, const struct sc_relay_row *r)
+{
+    if (!c->ops->held_rows || !r->aggregate_type || !r->aggregate_id)
+        return;
+    if (!sc_binlog_held_add(&c->held, r->aggregate_type, r->aggregate_id, 1)) {
+        /* Without the entry its successors would go out: load the set
+         * again from the table (the row is FAILED there by then). */
+        sc_error("relay: out of memory holding aggregate %s/%s; the held set is read again",
+                 r->aggregate_type, r->aggregate_id);
+        c->held_loaded = 0;
+    }
 }
 
 /* Holds the lease (taking it, or renewing it when a third of it is gone).
@@ -74,18 +99,60 @@ static int hold_lease(struct sc_binlog_core *c, struct sc_db_err *e)
                 c->stored.file[0] ? c->stored.file : "(the oldest binary log)", c->stored.pos,
                 c->stored.gtid[0] ? ", GTID " : "", c->stored.gtid);
         rewind_stream(c, "lease taken");
+        c->held_loaded = 0; /* another relay may have held or released aggregates */
     }
     c->holding = 1;
     c->renew_at = now + c->lease_ms / 3;
     return 1;
 }
 
+/* Marks the rows of held aggregates held before anything after them is
+ * stored as done; they leave the batch (rows[0..n) compacted). Returns the
+ * rows left, or -1 with e. */
+static int hold_held(struct sc_binlog_core *c, struct sc_relay_row *rows, int n, struct sc_db_err *e)
+{
+    char (*ids)[37] = NULL;
+    int n_held = 0, out = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sc_binlog_core_held(c, &rows[i]))
+            continue;
+        if (!ids && !(ids = calloc((size_t)n, sizeof *ids))) {
+            snprintf(e->msg, sizeof e->msg, "out of memory");
+            e->cls = SC_DBERR_FAILURE;
+            return -1;
+        }
+        memcpy(ids[n_held++], rows[i].event_id, sizeof ids[0]);
+    }
+    if (n_held == 0)
+        return n;
+    int rc = c->ops->hold_rows(c->io, ids, n_held, e);
+    free(ids);
+    if (rc < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (sc_binlog_core_held(c, &rows[i])) {
+            sc_debug("relay: outbox_event %s held behind a FAILED row of aggregate %s/%s", rows[i].event_id,
+                     rows[i].aggregate_type, rows[i].aggregate_id);
+            sc_relay_row_clear(&rows[i]);
+            continue;
+        }
+        if (out != i) {
+            rows[out] = rows[i];
+            memset(&rows[i], 0, sizeof rows[i]);
+        }
+        out++;
+    }
+    c->held_rows += (unsigned long long)n_held;
+    return out;
+}
+
 /* Reads rows ids[0..n) back by key into rows, in the binary log's order,
- * dropping those no longer PENDING (published or refused before). Returns
- * the count, or -1 with e. */
+ * dropping those no longer PENDING (published or refused before) and the
+ * held (a FAILED row's aggregate is held; binlog_held.h). Returns the
+ * count, or -1 with e. */
 static int read_back(struct sc_binlog_core *c, struct sc_relay_row *rows, int n, struct sc_db_err *e)
 {
-    char *status = calloc((size_t)n, 1); /* 0 unseen, 1 PENDING, 2 other */
+    char *status = calloc((size_t)n, 1);
     struct sc_relay_row *got = calloc((size_t)n, sizeof *got);
     int out = -1;
     if (!status || !got) {
@@ -101,29 +168,107 @@ static int read_back(struct sc_binlog_core *c, struct sc_relay_row *rows, int n,
             break;
         int left = 0;
         for (int i = 0; i < n; i++)
-            left += !status[i];
+            left += status[i] == SC_FOUND_NOT_YET;
         if (!left)
             break;
         c->ops->sleep_ms(c->io, SC_BINLOG_READ_AGAIN_MS);
     }
     out = 0;
     for (int i = 0; i < n; i++) {
-        if (status[i] == 1) {
+        if (status[i] == SC_FOUND_PENDING) {
             rows[out++] = got[i];
             memset(&got[i], 0, sizeof got[i]);
-        } else if (!status[i]) {
+        } else if (status[i] == SC_FOUND_FAILED || status[i] == SC_FOUND_HELD) {
+            /* FAILED before (a batch published again), or held: the sweep
+             * publishes a held row once its aggregate is free */
+            if (c->ops->held_rows && got[i].aggregate_type && got[i].aggregate_id &&
+                !sc_binlog_held_add(&c->held, got[i].aggregate_type, got[i].aggregate_id,
+                                    status[i] == SC_FOUND_FAILED)) {
+                snprintf(e->msg, sizeof e->msg, "out of memory holding an aggregate");
+                e->cls = SC_DBERR_FAILURE;
+                out = -1;
+                goto done;
+            }
+        } else if (status[i] == SC_FOUND_NOT_YET) {
             c->missing++;
             sc_warn("relay: outbox_event %s is in the binary log but not in the table: deleted after "
                     "its insert committed; nothing to publish", c->ids[i]);
         }
     }
+    if (c->ops->held_rows && c->held.n)
+        out = hold_held(c, rows, out, e);
 done:
+    if (out < 0)
+        for (int i = 0; i < n; i++)
+            sc_relay_row_clear(&rows[i]);
     if (got)
         for (int i = 0; i < n; i++)
             sc_relay_row_clear(&got[i]);
     free(got);
     free(status);
     return out;
+}
+
+/* The held aggregates, once a sweep is due: with per_aggregate those with
+ * no FAILED row left, else every one, have their held rows (a repaired
+ * FAILED row among them) read whole into rows, in order: a batch of its
+ * own, never queued for the checkpoint (those rows are behind it). An
+ * aggregate with no FAILED and no held row left leaves the set. Returns
+ * the rows, 0, or -1 with e. */
+static int release_held(struct sc_binlog_core *c, struct sc_relay_row *rows, int max, struct sc_db_err *e)
+{
+    int64_t now = c->ops->now_ms(c->io);
+    if (!c->ops->held_rows || c->releasing || !c->held.n || now < c->sweep_at)
+        return 0;
+    c->sweep_at = now + SC_BINLOG_SWEEP_MS;
+    if (c->ops->held_failed(c->io, &c->held, e))
+        return -1;
+    size_t n = c->held.n;
+    struct sc_binlog_held_agg **list = malloc(n * sizeof *list);
+    if (!list) {
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        e->cls = SC_DBERR_FAILURE;
+        return -1;
+    }
+    n = sc_binlog_held_list(&c->held, list, n);
+    int got = 0;
+    if (!c->per_aggregate) { /* only repaired rows carry the mark: one read for all */
+        got = c->ops->held_rows(c->io, NULL, NULL, rows, max, e);
+        for (size_t k = 0; k < n && got >= 0; k++)
+            if (!list[k]->failed)
+                sc_binlog_held_remove(&c->held, list[k]);
+    }
+    for (size_t k = 0; c->per_aggregate && k < n && got < max; k++) {
+        if (list[k]->failed)
+            continue;
+        int took = c->ops->held_rows(c->io, list[k]->type, list[k]->id, rows + got, max - got, e);
+        if (took < 0) {
+            got = -1;
+            break;
+        }
+        if (took == 0) {
+            sc_info("relay: aggregate %s/%s is published on: no FAILED or held row left", list[k]->type,
+                    list[k]->id);
+            sc_binlog_held_remove(&c->held, list[k]);
+            continue;
+        }
+        sc_info("relay: aggregate %s/%s has no FAILED row left: publishing %d held events in order",
+                list[k]->type, list[k]->id, took);
+        got += took;
+    }
+    free(list);
+    if (got < 0) {
+        for (int i = 0; i < max; i++)
+            sc_relay_row_clear(&rows[i]);
+        return -1;
+    }
+    for (int i = 0; i < got; i++)
+        rows[i].released = 1;
+    if (got) {
+        c->releasing = rows;
+        c->released += (unsigned long long)got;
+    }
+    return got;
 }
 
 /* The position a done batch may store: after the last transaction the
@@ -185,6 +330,20 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
         if (o != SC_BINLOG_OPENED)
             return -1;
     }
+    if (c->ops->held_rows && !c->held_loaded) {
+        sc_binlog_held_clear(&c->held);
+        if (c->ops->held_load(c->io, &c->held, e))
+            return -1;
+        c->held_loaded = 1;
+        c->sweep_at = 0;
+        if (c->held.n)
+            sc_info("relay: %zu aggregates have a FAILED or held row: %s", c->held.n,
+                    c->per_aggregate ? "their events are held until none is FAILED"
+                                     : "a repaired row among them is published");
+    }
+    int released = release_held(c, rows, max, e);
+    if (released)
+        return released;
     if (c->q_len >= SC_BINLOG_INFLIGHT)
         return 0; /* cannot happen with the core's two buffers */
     int n = c->ops->stream_read(c->io, c->ids, c->n_ids, max, max + SC_BINLOG_SPILL, c->wait_ms, e->msg,
@@ -254,6 +413,15 @@ static void store_settled(struct sc_binlog_core *c)
  * position is stored only once every batch before it is settled too. */
 void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_batch *b)
 {
+    if (b->rows == c->releasing) {
+        /* held rows: each one not PUBLISHED is still held, for the next sweep */
+        int all = 1;
+        for (int i = 0; i < b->n; i++)
+            all &= b->rows[i].state == SC_ROW_PUBLISHED;
+        c->releasing = NULL;
+        c->sweep_at = all ? 0 : c->ops->now_ms(c->io) + SC_BINLOG_SWEEP_MS;
+        return;
+    }
     int k = -1;
     for (int i = 0; i < c->q_len && k < 0; i++) {
         int j = (c->q_head + i) % SC_BINLOG_INFLIGHT;
@@ -266,7 +434,7 @@ void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_b
     if (c->done_at[k].gen == c->gen)
         for (int i = 0; i < b->n; i++) {
             enum sc_relay_row_state st = b->rows[i].state;
-            if (st != SC_ROW_PUBLISHED && st != SC_ROW_FAILED) {
+            if (st != SC_ROW_PUBLISHED && st != SC_ROW_FAILED && st != SC_ROW_HELD) {
                 rewind_stream(c, sc_relay_row_state_name(st));
                 break;
             }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "binlog_held.h"
 #include "binlog_tx.h"
 #include "io/db.h"
 #include "relay_core.h"
@@ -28,6 +29,17 @@
 #define SC_BINLOG_READ_AGAIN_MS 50
 /* An idle relay (other tables, DDL) stores its position at most this often. */
 #define SC_BINLOG_IDLE_STORE_MS 1000
+/* Held aggregates are looked at again (a FAILED row repaired?) this often. */
+#define SC_BINLOG_SWEEP_MS 1000
+
+/* What the read-back found of a row (read_rows' status[i]). */
+enum sc_binlog_found {
+    SC_FOUND_NOT_YET = 0, /* absent */
+    SC_FOUND_PENDING,     /* to publish */
+    SC_FOUND_OTHER,       /* PUBLISHED or PUBLISHING: published already */
+    SC_FOUND_FAILED,      /* FAILED: its aggregate is held (binlog_held.h) */
+    SC_FOUND_HELD,        /* PENDING with lease_until set: held, or a FAILED row repaired */
+};
 
 enum sc_binlog_open {
     SC_BINLOG_OPENED = 0,
@@ -48,8 +60,9 @@ struct sc_binlog_ops {
                        size_t err_len);
     struct sc_binlog_tx *(*stream_tx)(void *io); /* where the stream stands */
     /* One locking read, by key, of the ids[i] with status[i] 0, then a
-     * commit: status[i] becomes 1 (PENDING, got[i] filled) or 2 (another
-     * status); the absent stay 0. Returns how many were asked for. */
+     * commit: status[i] becomes what was found (enum sc_binlog_found), got[i]
+     * filled for every row found; the absent stay 0. Returns how many were
+     * asked for. */
     int (*read_rows)(void *io, char (*ids)[37], int n, char *status, struct sc_relay_row *got,
                      struct sc_db_err *e);
     /* sc_binlog_ckpt_acquire / sc_binlog_ckpt_store (pos NULL: the stored
@@ -67,6 +80,19 @@ struct sc_binlog_ops {
      * the stored checkpoint); the watermark's samples whose binary log end
      * at has reached are ready to store (binlog_watermark.h). */
     void (*watermark)(void *io, const struct sc_binlog_pos *at);
+    /* Held aggregates (binlog_held.h): the four together, or none. */
+    /* Marks ids[0..n) held (lease_until set) where still PENDING, and commits. */
+    int (*hold_rows)(void *io, char (*ids)[37], int n, struct sc_db_err *e);
+    /* Adds to h every aggregate with a FAILED row (failed 1) or a held row. */
+    int (*held_load)(void *io, struct sc_binlog_held *h, struct sc_db_err *e);
+    /* Sets each entry's failed by whether a FAILED row is left in it (and
+     * adds the aggregates of FAILED rows it lacks). */
+    int (*held_failed)(void *io, struct sc_binlog_held *h, struct sc_db_err *e);
+    /* Up to max held rows of aggregate type/id (type NULL: of any), whole,
+     * by created_at, event_version, event_id (the stream's commit order as
+     * near as the table has it). Returns the count. */
+    int (*held_rows)(void *io, const char *type, const char *id, struct sc_relay_row *rows, int max,
+                     struct sc_db_err *e);
 };
 
 struct sc_binlog_core {
@@ -74,6 +100,7 @@ struct sc_binlog_core {
     void *io;
     const char *worker_id;
     int batch, lease_ms, wait_ms;
+    int per_aggregate;     /* relay.ordering per_aggregate: a FAILED row holds its aggregate */
     int holding;           /* this relay holds the checkpoint's lease */
     int64_t renew_at;      /* renew the lease then */
     int64_t idle_store_at; /* an idle relay's next position write, at the earliest */
@@ -92,11 +119,15 @@ struct sc_binlog_core {
     int q_head, q_len;
     unsigned gen;          /* bumped by every rewind: older batches store nothing */
     int gone;              /* the position is older than the oldest binary log: stop */
-    unsigned long long missing, rewinds, checkpoints;
+    struct sc_binlog_held held;
+    int held_loaded;       /* the set was rebuilt since the lease was taken */
+    int64_t sweep_at;      /* the held aggregates' next look */
+    const struct sc_relay_row *releasing; /* the batch of held rows out (its rows), or NULL */
+    unsigned long long missing, rewinds, checkpoints, held_rows, released;
 };
 
 int sc_binlog_core_init(struct sc_binlog_core *c, const struct sc_binlog_ops *ops, void *io,
-                        const char *worker_id, int batch, int lease_ms, int wait_ms);
+                        const char *worker_id, int batch, int lease_ms, int wait_ms, int per_aggregate);
 void sc_binlog_core_free(struct sc_binlog_core *c);
 
 /* struct sc_relay_ops's claim and batch_done. */
@@ -106,5 +137,11 @@ void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_b
 /* The database connection closed: back to the checkpoint, lease to be
  * taken again. */
 void sc_binlog_core_db_closed(struct sc_binlog_core *c);
+
+/* struct sc_relay_ops's held and hold: whether a row's aggregate is held
+ * now (per_aggregate only), and a row refused (to be FAILED): its
+ * aggregate is held from now on. */
+int sc_binlog_core_held(const struct sc_binlog_core *c, const struct sc_relay_row *r);
+void sc_binlog_core_hold(struct sc_binlog_core *c, const struct sc_relay_row *r);
 
 #endif

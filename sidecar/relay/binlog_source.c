@@ -69,7 +69,8 @@ static int op_read_rows(void *io, char (*ids)[37], int n, char *status, struct s
     int len = snprintf(sql, sizeof sql,
                        "SELECT event_id, aggregate_type, aggregate_id, event_type, event_version, "
                        "payload, DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
-                       "traceparent, tracestate, status FROM outbox_event WHERE event_id IN (");
+                       "traceparent, tracestate, status, lease_until IS NOT NULL FROM outbox_event "
+                       "WHERE event_id IN (");
     int asked = 0;
     for (int i = 0; i < n; i++) {
         if (status[i])
@@ -91,8 +92,12 @@ static int op_read_rows(void *io, char (*ids)[37], int n, char *status, struct s
         for (int i = 0; i < n; i++) {
             if (status[i] || !row[0] || strcmp(row[0], ids[i]) != 0)
                 continue;
-            status[i] = row[9] && strcmp(row[9], "PENDING") == 0 ? 1 : 2;
-            if (status[i] == 1)
+            int pending = row[9] && strcmp(row[9], "PENDING") == 0;
+            int marked = row[10] && strcmp(row[10], "1") == 0;
+            status[i] = pending ? (marked ? SC_FOUND_HELD : SC_FOUND_PENDING)
+                        : row[9] && strcmp(row[9], "FAILED") == 0 ? SC_FOUND_FAILED
+                                                                  : SC_FOUND_OTHER;
+            if (status[i] != SC_FOUND_OTHER)
                 oom |= sc_relay_row_take(&got[i], row);
             break;
         }
@@ -276,6 +281,166 @@ static void op_watermark(void *io, const struct sc_binlog_pos *at)
     s->wm_warned = 1;
 }
 
+/* ---- held aggregates (binlog_held.h) --------------------------------------------- */
+
+/* "'id','id',..." of ids[0..n), escaped, into out (n * 76 bytes at most). */
+static void id_list(struct sc_db *db, char (*ids)[37], int n, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && at < len; i++) {
+        char id[2 * 36 + 1];
+        mysql_real_escape_string(db->conn, id, ids[i], (unsigned long)strlen(ids[i]));
+        at += (size_t)snprintf(out + at, len - at, "%s'%s'", i ? "," : "", id);
+    }
+}
+
+/* One UPDATE of the rows named in ids[0..n) (set, then "WHERE cond AND
+ * event_id IN (...)"), committed. */
+static int update_ids(struct sc_binlog_source *s, const char *set, const char *cond, char (*ids)[37], int n,
+                      struct sc_db_err *e)
+{
+    static char sql[READ_SQL_MAX];
+    int len = snprintf(sql, sizeof sql, "UPDATE outbox_event SET %s WHERE %s AND event_id IN (", set, cond);
+    id_list(&s->db, ids, n, sql + len, sizeof sql - (size_t)len - 2);
+    strcat(sql, ")");
+    if (sc_db_query(&s->db, sql, e)) {
+        sc_db_rollback(&s->db, &(struct sc_db_err){0});
+        return -1;
+    }
+    return sc_db_commit(&s->db, e);
+}
+
+/* The mark of a held row: lease_until set on a PENDING row, which the
+ * binlog relay never leases otherwise (the poll relay takes it as an
+ * expired lease: the recovery procedure publishes it). */
+static void held_set(struct sc_binlog_source *s, char *out, size_t len)
+{
+    char owner[2 * 128 + 1];
+    mysql_real_escape_string(s->db.conn, owner, s->worker_id, (unsigned long)strlen(s->worker_id));
+    snprintf(out, len, "lease_owner = '%s', lease_until = UTC_TIMESTAMP(6)", owner);
+}
+
+static int op_hold_rows(void *io, char (*ids)[37], int n, struct sc_db_err *e)
+{
+    struct sc_binlog_source *s = io;
+    char set[400];
+    held_set(s, set, sizeof set);
+    return update_ids(s, set, "status = 'PENDING'", ids, n, e);
+}
+
+/* Adds (type, id, failed) of each row of sql's answer to h. */
+static int add_aggregates(struct sc_binlog_source *s, const char *sql, struct sc_binlog_held *h,
+                          struct sc_db_err *e)
+{
+    MYSQL_RES *res = sc_db_select(&s->db, sql, e);
+    if (!res)
+        return -1;
+    MYSQL_ROW row;
+    int oom = 0;
+    while ((row = mysql_fetch_row(res)))
+        if (row[0] && row[1] && !sc_binlog_held_add(h, row[0], row[1], row[2] && strcmp(row[2], "1") == 0))
+            oom = 1;
+    mysql_free_result(res);
+    sc_db_rollback(&s->db, &(struct sc_db_err){0});
+    if (oom) {
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory holding aggregates");
+        return -1;
+    }
+    return 0;
+}
+
+/* Both reads are ranges of ix_outbox_event_lease (status, lease_until):
+ * the FAILED rows and the held ones, a few beside the table. */
+static int op_held_load(void *io, struct sc_binlog_held *h, struct sc_db_err *e)
+{
+    return add_aggregates(io, "SELECT aggregate_type, aggregate_id, MAX(status = 'FAILED') FROM outbox_event "
+                              "FORCE INDEX (ix_outbox_event_lease) WHERE status = 'FAILED' OR "
+                              "(status = 'PENDING' AND lease_until IS NOT NULL) "
+                              "GROUP BY aggregate_type, aggregate_id", h, e);
+}
+
+static int op_held_failed(void *io, struct sc_binlog_held *h, struct sc_db_err *e)
+{
+    struct sc_binlog_held_agg **list = malloc((h->n ? h->n : 1) * sizeof *list);
+    if (!list) {
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        return -1;
+    }
+    size_t n = sc_binlog_held_list(h, list, h->n);
+    int *was = calloc(n ? n : 1, sizeof *was);
+    for (size_t k = 0; k < n; k++) {
+        if (was)
+            was[k] = list[k]->failed;
+        list[k]->failed = 0;
+    }
+    int rc = add_aggregates(io, "SELECT aggregate_type, aggregate_id, 1 FROM outbox_event FORCE INDEX "
+                                "(ix_outbox_event_lease) WHERE status = 'FAILED' GROUP BY aggregate_type, "
+                                "aggregate_id", h, e);
+    if (rc && was) /* unknown: as they were */
+        for (size_t k = 0; k < n; k++)
+            list[k]->failed = was[k];
+    free(was);
+    free(list);
+    return rc;
+}
+
+static int op_held_rows(void *io, const char *type, const char *id, struct sc_relay_row *rows, int max,
+                        struct sc_db_err *e)
+{
+    struct sc_binlog_source *s = io;
+    char *sql = NULL, *t = NULL, *a = NULL;
+    int n = -1;
+    if (type) {
+        size_t tl = strlen(type), il = strlen(id);
+        t = malloc(2 * tl + 1);
+        a = malloc(2 * il + 1);
+        sql = t && a ? malloc(2 * tl + 2 * il + 600) : NULL;
+        if (sql) {
+            mysql_real_escape_string(s->db.conn, t, type, (unsigned long)tl);
+            mysql_real_escape_string(s->db.conn, a, id, (unsigned long)il);
+        }
+    } else {
+        sql = malloc(600);
+    }
+    if (!sql) {
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        goto done;
+    }
+    int len = sprintf(sql, "SELECT event_id, aggregate_type, aggregate_id, event_type, event_version, payload, "
+                           "DATE_FORMAT(created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), traceparent, tracestate "
+                           "FROM outbox_event WHERE ");
+    if (type)
+        len += sprintf(sql + len, "aggregate_type = '%s' AND aggregate_id = '%s' AND ", t, a);
+    sprintf(sql + len, "status = 'PENDING' AND lease_until IS NOT NULL "
+                       "ORDER BY created_at, event_version, event_id LIMIT %d", max);
+    MYSQL_RES *res = sc_db_select(&s->db, sql, e);
+    if (!res)
+        goto done;
+    MYSQL_ROW row;
+    int oom = 0;
+    n = 0;
+    while (n < max && (row = mysql_fetch_row(res)))
+        oom |= sc_relay_row_take(&rows[n++], row);
+    mysql_free_result(res);
+    sc_db_rollback(&s->db, &(struct sc_db_err){0});
+    if (oom) {
+        for (int i = 0; i < n; i++)
+            sc_relay_row_clear(&rows[i]);
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory reading held rows");
+        n = -1;
+    }
+done:
+    free(sql);
+    free(t);
+    free(a);
+    return n;
+}
+
 static const struct sc_binlog_ops mariadb_ops = {
     .stream_open = op_stream_open,
     .stream_close = op_stream_close,
@@ -291,6 +456,10 @@ static const struct sc_binlog_ops mariadb_ops = {
     .gone = op_gone,
     .measure_lag = op_measure_lag,
     .watermark = op_watermark,
+    .hold_rows = op_hold_rows,
+    .held_load = op_held_load,
+    .held_failed = op_held_failed,
+    .held_rows = op_held_rows,
 };
 
 /* ---- the calls of struct sc_relay_ops ------------------------------------------ */
@@ -309,7 +478,7 @@ int sc_binlog_source_init(struct sc_binlog_source *s, const struct sc_config *cf
     s->ckpt.owner = worker_id;
     s->ckpt.lease_ms = cfg->relay.lease_ms;
     return sc_binlog_core_init(&s->core, &mariadb_ops, s, worker_id, cfg->relay.batch, cfg->relay.lease_ms,
-                               wait_ms);
+                               wait_ms, sc_relay_per_aggregate(&cfg->relay));
 }
 
 void sc_binlog_source_free(struct sc_binlog_source *s)
@@ -355,31 +524,79 @@ int sc_binlog_rollback(void *io, struct sc_db_err *e)
 
 int sc_binlog_claim(void *io, struct sc_relay_row *rows, int max, struct sc_db_err *e)
 {
-    return sc_binlog_core_claim(&((struct sc_binlog_source *)io)->core, rows, max, e);
+    struct sc_binlog_source *s = io;
+    int n = sc_binlog_core_claim(&s->core, rows, max, e);
+    if (s->m && s->core.per_aggregate)
+        atomic_store(&s->m->held_aggregates, (long long)s->core.held.n);
+    return n;
 }
 
+/* Rows of a stream batch: the checkpoint says it, once per batch. Held
+ * rows published after their aggregate's repair are behind the checkpoint:
+ * each is marked PUBLISHED. */
 int sc_binlog_mark_published(void *io, struct sc_relay_row *const *rows, int n,
                              unsigned char *marked, struct sc_db_err *e)
 {
-    (void)io;
-    (void)rows;
-    (void)e;
-    memset(marked, 1, (size_t)n); /* the checkpoint says it, once per batch */
-    return 0;
+    struct sc_binlog_source *s = io;
+    memset(marked, 1, (size_t)n);
+    char (*ids)[37] = NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rows[i]->released)
+            continue;
+        if (!ids && !(ids = calloc((size_t)n, sizeof *ids))) {
+            *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+            snprintf(e->msg, sizeof e->msg, "out of memory");
+            return -1;
+        }
+        memcpy(ids[k++], rows[i]->event_id, sizeof ids[0]);
+    }
+    int rc = k ? update_ids(s, "status = 'PUBLISHED', published_at = UTC_TIMESTAMP(6), lease_owner = NULL, "
+                               "lease_until = NULL", "status = 'PENDING'", ids, k, e)
+               : 0;
+    free(ids);
+    return rc;
 }
 
+/* FAILED with the held mark (binlog_held.h): set back to PENDING by the
+ * repair, the row is held, and published by the sweep. */
 int sc_binlog_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e)
 {
     struct sc_binlog_source *s = io;
-    char sql[200], id[2 * 36 + 1];
-    mysql_real_escape_string(s->db.conn, id, row->event_id, (unsigned long)strlen(row->event_id));
-    snprintf(sql, sizeof sql, "UPDATE outbox_event SET status = 'FAILED' WHERE event_id = '%s' "
-             "AND status = 'PENDING'", id);
-    if (sc_db_query(&s->db, sql, e)) {
-        sc_db_rollback(&s->db, &(struct sc_db_err){0});
+    char set[400], ids[1][37];
+    memcpy(ids[0], row->event_id, sizeof ids[0]);
+    held_set(s, set, sizeof set);
+    strcat(set, ", status = 'FAILED'");
+    return update_ids(s, set, "status = 'PENDING'", ids, 1, e) ? -1 : 1;
+}
+
+int sc_binlog_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e)
+{
+    struct sc_binlog_source *s = io;
+    char (*ids)[37] = calloc((size_t)n, sizeof *ids);
+    if (!ids) {
+        *e = (struct sc_db_err){.cls = SC_DBERR_FAILURE};
+        snprintf(e->msg, sizeof e->msg, "out of memory");
         return -1;
     }
-    return sc_db_commit(&s->db, e) ? -1 : 1;
+    for (int i = 0; i < n; i++)
+        memcpy(ids[i], rows[i]->event_id, sizeof ids[0]);
+    int rc = op_hold_rows(s, ids, n, e);
+    free(ids);
+    return rc;
+}
+
+int sc_binlog_held(void *io, const struct sc_relay_row *r)
+{
+    return sc_binlog_core_held(&((struct sc_binlog_source *)io)->core, r);
+}
+
+void sc_binlog_hold(void *io, const struct sc_relay_row *r)
+{
+    struct sc_binlog_source *s = io;
+    sc_binlog_core_hold(&s->core, r);
+    if (s->m && s->core.per_aggregate)
+        atomic_store(&s->m->held_aggregates, (long long)s->core.held.n);
 }
 
 void sc_binlog_batch_done(void *io, const struct sc_relay_batch *b)

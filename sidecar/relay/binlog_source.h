@@ -46,6 +46,9 @@ int sc_binlog_mark_published(void *io, struct sc_relay_row *const *rows, int n,
                              unsigned char *marked, struct sc_db_err *e);
 int sc_binlog_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_err *e);
 int sc_binlog_rollback(void *io, struct sc_db_err *e);
+int sc_binlog_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e);
+int sc_binlog_held(void *io, const struct sc_relay_row *r);
+void sc_binlog_hold(void *io, const struct sc_relay_row *r);
 void sc_binlog_batch_done(void *io, const struct sc_relay_batch *b);
 
 #endif

@@ -173,6 +173,12 @@ static void io_b_batch_done(void *io, const struct sc_relay_batch *b)
 {
     sc_binlog_batch_done(BINLOG(io), b);
 }
+static int io_b_held(void *io, const struct sc_relay_row *r) { return sc_binlog_held(BINLOG(io), r); }
+static void io_b_hold(void *io, const struct sc_relay_row *r) { sc_binlog_hold(BINLOG(io), r); }
+static int io_b_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e)
+{
+    return sc_binlog_mark_held(BINLOG(io), rows, n, e);
+}
 
 static const struct sc_relay_ops binlog_ops = {
     .db_open = io_b_db_open,
@@ -193,6 +199,9 @@ static const struct sc_relay_ops binlog_ops = {
     .now_ms = io_now_ms,
     .backoff_ms = io_backoff_ms,
     .batch_done = io_b_batch_done,
+    .held = io_b_held,
+    .hold = io_b_hold,
+    .mark_held = io_b_mark_held,
 };
 
 /* With tenants: the database calls go to the tenant pool. Its sessions open

@@ -12,8 +12,8 @@
 const char *sc_relay_row_state_name(enum sc_relay_row_state s)
 {
     static const char *const names[SC_ROW_STATES] = {
-        "claimed", "invalid", "refused", "sent", "resend", "acked", "published", "failed",
-        "lease_lost", "nacked", "returned", "unconfirmed", "unsent", "left"};
+        "claimed", "invalid", "refused", "sent", "resend", "acked", "hold", "published", "failed",
+        "lease_lost", "nacked", "returned", "unconfirmed", "unsent", "left", "held"};
     return (unsigned)s < SC_ROW_STATES ? names[s] : "?";
 }
 
@@ -22,7 +22,8 @@ static int allowed(enum sc_relay_row_state from, enum sc_relay_row_state to)
 {
     switch (from) {
     case SC_ROW_CLAIMED:
-        return to == SC_ROW_INVALID || to == SC_ROW_REFUSED || to == SC_ROW_SENT || to == SC_ROW_UNSENT;
+        return to == SC_ROW_INVALID || to == SC_ROW_REFUSED || to == SC_ROW_SENT || to == SC_ROW_UNSENT ||
+               to == SC_ROW_HOLD;
     case SC_ROW_REFUSED:
         return to == SC_ROW_INVALID || to == SC_ROW_UNSENT;
     case SC_ROW_INVALID:
@@ -31,9 +32,11 @@ static int allowed(enum sc_relay_row_state from, enum sc_relay_row_state to)
         return to == SC_ROW_ACKED || to == SC_ROW_NACKED || to == SC_ROW_RETURNED ||
                to == SC_ROW_UNCONFIRMED || to == SC_ROW_RESEND || to == SC_ROW_INVALID;
     case SC_ROW_RESEND: /* UNCONFIRMED: not sent again, and it may have reached a queue */
-        return to == SC_ROW_SENT || to == SC_ROW_REFUSED || to == SC_ROW_UNCONFIRMED;
+        return to == SC_ROW_SENT || to == SC_ROW_REFUSED || to == SC_ROW_UNCONFIRMED || to == SC_ROW_HOLD;
     case SC_ROW_ACKED:
         return to == SC_ROW_PUBLISHED || to == SC_ROW_LEASE_LOST || to == SC_ROW_LEFT;
+    case SC_ROW_HOLD:
+        return to == SC_ROW_HELD || to == SC_ROW_LEFT;
     default:
         return 0;
     }
@@ -58,6 +61,11 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
     struct sc_log_fields lf = {.event_id = r->event_id, .outcome = sc_relay_row_state_name(to),
                                .trace_id = tc.trace_id};
     switch (to) {
+    case SC_ROW_REFUSED:
+    case SC_ROW_INVALID: /* to be FAILED: what follows in its aggregate is held */
+        if (c->ops->hold)
+            c->ops->hold(c->io, r);
+        return;
     case SC_ROW_PUBLISHED:
         atomic_fetch_add(&c->m->published, 1);
         if (sc_log_enabled(SC_LOG_DEBUG))
@@ -184,15 +192,43 @@ static int to_send(const struct sc_relay_row *r)
     return r->state == SC_ROW_CLAIMED || r->state == SC_ROW_RESEND;
 }
 
+/* A row still to send whose aggregate is held behind a FAILED row (the
+ * binlog source's batches hold several events of one aggregate) is held,
+ * never sent: when its batch is built, one held before it (the batch
+ * before it, or an earlier row of its own); once sent, one of its own
+ * batch refused before it. Returns 1 when it was. */
+static int refused_before(const struct sc_relay_batch *b, int i)
+{
+    const struct sc_relay_row *r = &b->rows[i];
+    for (int j = 0; j < i; j++) {
+        const struct sc_relay_row *p = &b->rows[j];
+        enum sc_relay_row_state st = p->state;
+        if ((st == SC_ROW_INVALID || st == SC_ROW_REFUSED || st == SC_ROW_FAILED || st == SC_ROW_HOLD) &&
+            p->aggregate_type && r->aggregate_type && strcmp(p->aggregate_type, r->aggregate_type) == 0 &&
+            strcmp(p->aggregate_id, r->aggregate_id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int hold_if_held(struct sc_relay_core *c, struct sc_relay_batch *b, int i, int building)
+{
+    struct sc_relay_row *r = &b->rows[i];
+    if (!c->ops->held || !to_send(r) || !(building ? c->ops->held(c->io, r) : refused_before(b, i)))
+        return 0;
+    row_to(c, r, SC_ROW_HOLD, NULL);
+    return 1;
+}
+
 /* Puts the next wave on b->wave: the messages still to send, in order, up
  * to the next one that goes alone (larger than SC_RELAY_LONE_BYTES, or one
  * sent again while probing), or that one alone. Returns its size. */
-static int next_wave(struct sc_relay_batch *b)
+static int next_wave(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
     b->n_wave = 0;
     for (int k = 0; k < b->n_msgs; k++) {
-        const struct sc_relay_row *r = &b->rows[b->msg_row[k]];
-        if (!to_send(r))
+        struct sc_relay_row *r = &b->rows[b->msg_row[k]];
+        if (!to_send(r) || hold_if_held(c, b, b->msg_row[k], 0))
             continue;
         int lone = b->msgs[k].body.len > SC_RELAY_LONE_BYTES || (b->probing && r->state == SC_ROW_RESEND);
         if (lone && b->n_wave > 0)
@@ -253,9 +289,15 @@ static void publish_wave(struct sc_relay_core *c, struct sc_relay_batch *b)
         r->cause = SC_FAIL_CLIENT;
         row_to(c, r, SC_ROW_REFUSED, NULL);
         b->refused++;
-        memmove(b->wave + k, b->wave + k + 1, (size_t)(b->n_wave - k - 1) * sizeof *b->wave);
-        memmove(b->wave_msg + k, b->wave_msg + k + 1, (size_t)(b->n_wave - k - 1) * sizeof *b->wave_msg);
-        b->n_wave--;
+        /* the refused one and what its aggregate has after it leave the wave */
+        int out = k;
+        for (int j = k + 1; j < b->n_wave; j++) {
+            if (hold_if_held(c, b, b->msg_row[b->wave_msg[j]], 0))
+                continue;
+            b->wave[out] = b->wave[j];
+            b->wave_msg[out++] = b->wave_msg[j];
+        }
+        b->n_wave = out;
         start = k;
     }
     int lost = start < b->n_wave;
@@ -269,7 +311,7 @@ static void publish_wave(struct sc_relay_core *c, struct sc_relay_batch *b)
 /* Sends waves until one is on the channel or nothing is left to send. */
 static void send_waves(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
-    while (next_wave(b) > 0) {
+    while (next_wave(c, b) > 0) {
         publish_wave(c, b);
         if (b->n_wave > 0)
             return;
@@ -292,6 +334,8 @@ void sc_relay_batch_send(struct sc_relay_core *c, struct sc_relay_batch *b)
     }
     for (int i = 0; i < b->n; i++) {
         struct sc_relay_row *r = &b->rows[i];
+        if (hold_if_held(c, b, i, 1))
+            continue;
         enum sc_relay_build build = sc_relay_message_build(r, &c->p, &b->msgs[b->n_msgs], r->why,
                                                            sizeof r->why);
         switch (build) {
@@ -464,11 +508,40 @@ static int mark_acked(struct sc_relay_core *c, struct sc_relay_batch *b)
     }
 }
 
+/* Marks the rows of held aggregates held: one statement for the batch. */
+static void mark_hold(struct sc_relay_core *c, struct sc_relay_batch *b)
+{
+    struct sc_relay_row *hold[SC_BATCH_LIMIT];
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->rows[i].state == SC_ROW_HOLD)
+            hold[n++] = &b->rows[i];
+    if (n == 0)
+        return;
+    for (int attempt = 0; c->ops->db_is_open(c->io); attempt++) {
+        struct sc_db_err e = {0};
+        sc_relay_keep_alive(c);
+        if (c->ops->mark_held(c->io, hold, n, &e) == 0) {
+            for (int i = 0; i < n; i++)
+                row_to(c, hold[i], SC_ROW_HELD, NULL);
+            return;
+        }
+        if (attempt == 0 && sc_relay_rerun_in_place(c, &e))
+            continue;
+        sc_relay_db_failed(c, "marking rows held", &e);
+        sc_relay_db_lost(c);
+        break;
+    }
+    for (int i = 0; i < n; i++) /* read again after the checkpoint, and held then */
+        row_to(c, hold[i], SC_ROW_LEFT, NULL);
+}
+
 int sc_relay_batch_mark(struct sc_relay_core *c, struct sc_relay_batch *b)
 {
     settle_refused(c, b, b->alive_after);
     for (int i = 0; i < b->n; i++) /* the broker refused it: its channel close said so */
         if (b->rows[i].state == SC_ROW_INVALID)
             fail_row(c, &b->rows[i]);
+    mark_hold(c, b);
     return mark_acked(c, b);
 }

@@ -43,6 +43,7 @@ enum sc_relay_row_state {
     SC_ROW_RESEND,      /* sent, then the broker closed the channel over a message of its
                            wave before confirming it: sent again (alone) this round */
     SC_ROW_ACKED,       /* the broker acked it: to be marked PUBLISHED */
+    SC_ROW_HOLD,        /* its aggregate is held behind a FAILED row (binlog): to be marked held */
     /* terminal */
     SC_ROW_PUBLISHED,   /* marked PUBLISHED under this relay's lease */
     SC_ROW_FAILED,      /* marked FAILED under this relay's lease */
@@ -52,6 +53,7 @@ enum sc_relay_row_state {
     SC_ROW_UNCONFIRMED, /* no confirm in time, or the connection failed */
     SC_ROW_UNSENT,      /* never sent (no broker connection): after the lease */
     SC_ROW_LEFT,        /* its mark could not be written: after the lease */
+    SC_ROW_HELD,        /* marked held: published once its aggregate has no FAILED row */
     SC_ROW_STATES
 };
 
@@ -76,6 +78,7 @@ struct sc_relay_row {
     /* filled by a claim with tenants (relay_tenants.c), else NULL and 0 */
     const char *tenant;    /* its tenant's name: the CloudEvents extension `tenant` */
     int source;            /* its tenant's index in tenants.list */
+    int released;          /* binlog: a held row sent after its aggregate's repair, PUBLISHED a write */
     /* the relay's */
     enum sc_relay_row_state state;
     enum sc_relay_fail_cause cause; /* SC_ROW_INVALID: which kind of reason */
@@ -153,6 +156,15 @@ struct sc_relay_ops {
      * nothing, in ms (until the next tenant is due). Without it the wait is
      * the idle poll, 5 ms doubling to poll_ms. */
     int (*idle_wait_ms)(void *io);
+
+    /* Optional, the three together (the binlog source's, whose batches can
+     * hold several events of one aggregate): held says whether a row's
+     * aggregate is held behind a FAILED row now; hold is told of a row
+     * refused (to be FAILED: its aggregate is held from then on);
+     * mark_held marks rows[0..n) held and commits. */
+    int (*held)(void *io, const struct sc_relay_row *r);
+    void (*hold)(void *io, const struct sc_relay_row *r);
+    int (*mark_held)(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e);
 };
 
 enum sc_relay_phase {

@@ -14,6 +14,9 @@ REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'sidecar_relay_binlog'@'%';
 -- and running statement (information_schema.INNODB_TRX, PROCESSLIST)
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, PROCESS ON *.* TO 'sidecar_relay_binlog'@'%';
 GRANT SELECT ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
--- a refused row is recorded FAILED, on its own; nothing else of a row
-GRANT UPDATE (status) ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
+-- a refused row is recorded FAILED, on its own; with relay.ordering
+-- per_aggregate the rows held behind it get a lease (lease_owner,
+-- lease_until), and once it is repaired they are marked PUBLISHED
+-- (published_at); nothing else of a row
+GRANT UPDATE (status, lease_owner, lease_until, published_at) ON app.outbox_event TO 'sidecar_relay_binlog'@'%';
 GRANT SELECT, INSERT, UPDATE ON app.relay_checkpoint TO 'sidecar_relay_binlog'@'%';

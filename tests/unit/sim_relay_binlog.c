@@ -1048,7 +1048,7 @@ static int relay_start(struct world *w, struct relay *r)
     memset(&r->wm, 0, sizeof r->wm);
     r->wm_at = 0;
     sc_relay_metrics_init(&r->m, r->worker_id);
-    if (sc_binlog_core_init(&r->bcore, &sim_binlog_ops, r, r->worker_id, w->batch, w->lease_ms, w->poll_ms))
+    if (sc_binlog_core_init(&r->bcore, &sim_binlog_ops, r, r->worker_id, w->batch, w->lease_ms, w->poll_ms, 0))
         return -1;
     if (sc_relay_core_init(&r->core, &p, &sim_ops, r, &r->m))
         return -1;

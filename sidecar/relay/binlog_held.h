@@ -1,0 +1,40 @@
+/* The binlog relay's held aggregates: those with a FAILED row, or with
+ * rows held behind one (PENDING with lease_until set: the one mark a held
+ * row gets, written before the checkpoint passes it). With
+ * relay.ordering per_aggregate every later insert of a held aggregate is
+ * held too, until no FAILED row is left in it; then its held rows (the
+ * repaired one among them) are published in order and marked PUBLISHED.
+ * The set is the relay's memory, rebuilt from the table when it takes the
+ * checkpoint's lease. A hash set of (aggregate_type, aggregate_id). */
+#ifndef SC_BINLOG_HELD_H
+#define SC_BINLOG_HELD_H
+
+#include <stddef.h>
+
+struct sc_binlog_held_agg {
+    struct sc_binlog_held_agg *next; /* its bucket's chain */
+    unsigned hash;
+    int failed;                      /* the last sweep saw a FAILED row in it */
+    char *type, *id;
+};
+
+struct sc_binlog_held {
+    struct sc_binlog_held_agg **bucket;
+    size_t n_buckets, n;
+};
+
+void sc_binlog_held_free(struct sc_binlog_held *h);
+/* Empties the set (kept allocated). */
+void sc_binlog_held_clear(struct sc_binlog_held *h);
+/* The aggregate's entry, or NULL. */
+struct sc_binlog_held_agg *sc_binlog_held_find(const struct sc_binlog_held *h, const char *type, const char *id);
+/* Adds the aggregate (failed as given, or kept when present). Returns its
+ * entry, or NULL out of memory. */
+struct sc_binlog_held_agg *sc_binlog_held_add(struct sc_binlog_held *h, const char *type, const char *id,
+                                              int failed);
+void sc_binlog_held_remove(struct sc_binlog_held *h, struct sc_binlog_held_agg *a);
+/* Up to max entries into out, in bucket order (a sweep's snapshot: it may
+ * remove them after). Returns how many. */
+size_t sc_binlog_held_list(const struct sc_binlog_held *h, struct sc_binlog_held_agg **out, size_t max);
+
+#endif
