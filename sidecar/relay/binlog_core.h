@@ -83,16 +83,19 @@ struct sc_binlog_ops {
     /* Held aggregates (binlog_held.h): the four together, or none. */
     /* Marks ids[0..n) held (lease_until set) where still PENDING, and commits. */
     int (*hold_rows)(void *io, char (*ids)[37], int n, struct sc_db_err *e);
-    /* Adds to h every aggregate with a FAILED row (failed 1) or a held row. */
+    /* Adds to h every aggregate with a FAILED row (failed 1, its first
+     * one's created_at) or a held row. */
     int (*held_load)(void *io, struct sc_binlog_held *h, struct sc_db_err *e);
-    /* Sets each entry's failed by whether a FAILED row is left in it (and
-     * adds the aggregates of FAILED rows it lacks). */
+    /* Sets each entry's failed by whether a FAILED row is left in it, and
+     * its first one's created_at (and adds the aggregates of FAILED rows it
+     * lacks). */
     int (*held_failed)(void *io, struct sc_binlog_held *h, struct sc_db_err *e);
     /* Up to max held rows of aggregate type/id (type NULL: of any), whole,
      * by created_at, event_version, event_id (the stream's commit order as
-     * near as the table has it). Returns the count. */
-    int (*held_rows)(void *io, const char *type, const char *id, struct sc_relay_row *rows, int max,
-                     struct sc_db_err *e);
+     * near as the table has it); with before (ISO 8601), only those created
+     * before it. Returns the count. */
+    int (*held_rows)(void *io, const char *type, const char *id, const char *before, struct sc_relay_row *rows,
+                     int max, struct sc_db_err *e);
 };
 
 struct sc_binlog_core {

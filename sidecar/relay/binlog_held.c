@@ -1,5 +1,6 @@
 #include "binlog_held.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,25 @@ void sc_binlog_held_remove(struct sc_binlog_held *h, struct sc_binlog_held_agg *
             h->n--;
             return;
         }
+}
+
+void sc_binlog_held_failed_at(struct sc_binlog_held_agg *a, const char *time, long long version)
+{
+    if (!time || !time[0])
+        return;
+    int cmp = a->first_time[0] ? strcmp(time, a->first_time) : -1;
+    if (cmp < 0 || (cmp == 0 && version < a->first_version)) {
+        snprintf(a->first_time, sizeof a->first_time, "%s", time);
+        a->first_version = version;
+    }
+}
+
+int sc_binlog_held_after(const struct sc_binlog_held_agg *a, const char *time, long long version)
+{
+    if (!a->failed || !a->first_time[0] || !time || !time[0])
+        return 1;
+    int cmp = strcmp(time, a->first_time);
+    return cmp > 0 || (cmp == 0 && version >= a->first_version);
 }
 
 size_t sc_binlog_held_list(const struct sc_binlog_held *h, struct sc_binlog_held_agg **out, size_t max)

@@ -11,10 +11,23 @@
 
 #include <stddef.h>
 
+#include "binlog_tx.h"
+
 struct sc_binlog_held_agg {
     struct sc_binlog_held_agg *next; /* its bucket's chain */
     unsigned hash;
     int failed;                      /* the last sweep saw a FAILED row in it */
+    /* Its first FAILED row, in commit order as near as the table has it
+     * (created_at, then event_version): what precedes it is not held. */
+    char first_time[40];             /* ISO 8601, as the read-back gives created_at; "" unknown */
+    long long first_version;
+    int check_before;                /* held rows before the first FAILED one may be waiting */
+    /* Its held rows go out once the checkpoint is here: every row of it
+     * read before then is published, FAILED or held (a predecessor sent
+     * again after a rewind goes first). Unknown after a restart until the
+     * stream reaches the log's end. */
+    struct sc_binlog_pos settle_at;
+    int settle_known;
     char *type, *id;
 };
 
@@ -33,6 +46,11 @@ struct sc_binlog_held_agg *sc_binlog_held_find(const struct sc_binlog_held *h, c
 struct sc_binlog_held_agg *sc_binlog_held_add(struct sc_binlog_held *h, const char *type, const char *id,
                                               int failed);
 void sc_binlog_held_remove(struct sc_binlog_held *h, struct sc_binlog_held_agg *a);
+/* A FAILED row of a's at (time, version): the first one moves back to it. */
+void sc_binlog_held_failed_at(struct sc_binlog_held_agg *a, const char *time, long long version);
+/* 1 when a row at (time, version) comes after a's first FAILED row (or
+ * none is known: all of it is held). */
+int sc_binlog_held_after(const struct sc_binlog_held_agg *a, const char *time, long long version);
 /* Up to max entries into out, in bucket order (a sweep's snapshot: it may
  * remove them after). Returns how many. */
 size_t sc_binlog_held_list(const struct sc_binlog_held *h, struct sc_binlog_held_agg **out, size_t max);

@@ -296,19 +296,27 @@ static void id_list(struct sc_db *db, char (*ids)[37], int n, char *out, size_t 
 }
 
 /* One UPDATE of the rows named in ids[0..n) (set, then "WHERE cond AND
- * event_id IN (...)"), committed. */
-static int update_ids(struct sc_binlog_source *s, const char *set, const char *cond, char (*ids)[37], int n,
-                      struct sc_db_err *e)
+ * event_id IN (...)"), committed, only while this relay owns the
+ * checkpoint's lease (a relay that lost it may hold a batch read before a
+ * repair: its FAILED mark would undo the repair). Returns the rows
+ * changed, or -1 with e. */
+static long long update_ids(struct sc_binlog_source *s, const char *set, const char *cond, char (*ids)[37],
+                            int n, struct sc_db_err *e)
 {
     static char sql[READ_SQL_MAX];
-    int len = snprintf(sql, sizeof sql, "UPDATE outbox_event SET %s WHERE %s AND event_id IN (", set, cond);
+    char owner[2 * 128 + 1];
+    mysql_real_escape_string(s->db.conn, owner, s->worker_id, (unsigned long)strlen(s->worker_id));
+    int len = snprintf(sql, sizeof sql, "UPDATE outbox_event SET %s WHERE %s AND EXISTS (SELECT 1 FROM "
+                       "relay_checkpoint WHERE outbox = 'outbox_event' AND lease_owner = '%s') AND event_id IN (",
+                       set, cond, owner);
     id_list(&s->db, ids, n, sql + len, sizeof sql - (size_t)len - 2);
     strcat(sql, ")");
     if (sc_db_query(&s->db, sql, e)) {
         sc_db_rollback(&s->db, &(struct sc_db_err){0});
         return -1;
     }
-    return sc_db_commit(&s->db, e);
+    long long changed = (long long)mysql_affected_rows(s->db.conn);
+    return sc_db_commit(&s->db, e) ? -1 : changed;
 }
 
 /* The mark of a held row: lease_until set on a PENDING row, which the
@@ -326,7 +334,7 @@ static int op_hold_rows(void *io, char (*ids)[37], int n, struct sc_db_err *e)
     struct sc_binlog_source *s = io;
     char set[400];
     held_set(s, set, sizeof set);
-    return update_ids(s, set, "status = 'PENDING'", ids, n, e);
+    return update_ids(s, set, "status = 'PENDING'", ids, n, e) < 0 ? -1 : 0;
 }
 
 /* Adds (type, id, failed) of each row of sql's answer to h. */
@@ -338,9 +346,14 @@ static int add_aggregates(struct sc_binlog_source *s, const char *sql, struct sc
         return -1;
     MYSQL_ROW row;
     int oom = 0;
-    while ((row = mysql_fetch_row(res)))
-        if (row[0] && row[1] && !sc_binlog_held_add(h, row[0], row[1], row[2] && strcmp(row[2], "1") == 0))
+    while ((row = mysql_fetch_row(res))) {
+        struct sc_binlog_held_agg *a =
+            row[0] && row[1] ? sc_binlog_held_add(h, row[0], row[1], row[2] && strcmp(row[2], "1") == 0) : NULL;
+        if (row[0] && row[1] && !a)
             oom = 1;
+        if (a && row[3])
+            sc_binlog_held_failed_at(a, row[3], 0);
+    }
     mysql_free_result(res);
     sc_db_rollback(&s->db, &(struct sc_db_err){0});
     if (oom) {
@@ -355,7 +368,9 @@ static int add_aggregates(struct sc_binlog_source *s, const char *sql, struct sc
  * the FAILED rows and the held ones, a few beside the table. */
 static int op_held_load(void *io, struct sc_binlog_held *h, struct sc_db_err *e)
 {
-    return add_aggregates(io, "SELECT aggregate_type, aggregate_id, MAX(status = 'FAILED') FROM outbox_event "
+    return add_aggregates(io, "SELECT aggregate_type, aggregate_id, MAX(status = 'FAILED'), "
+                              "DATE_FORMAT(MIN(IF(status = 'FAILED', created_at, NULL)), "
+                              "'%Y-%m-%dT%H:%i:%s.%fZ') FROM outbox_event "
                               "FORCE INDEX (ix_outbox_event_lease) WHERE status = 'FAILED' OR "
                               "(status = 'PENDING' AND lease_until IS NOT NULL) "
                               "GROUP BY aggregate_type, aggregate_id", h, e);
@@ -370,25 +385,30 @@ static int op_held_failed(void *io, struct sc_binlog_held *h, struct sc_db_err *
         return -1;
     }
     size_t n = sc_binlog_held_list(h, list, h->n);
-    int *was = calloc(n ? n : 1, sizeof *was);
+    struct sc_binlog_held_agg *saved = calloc(n ? n : 1, sizeof *saved);
     for (size_t k = 0; k < n; k++) {
-        if (was)
-            was[k] = list[k]->failed;
+        if (saved)
+            saved[k] = *list[k];
         list[k]->failed = 0;
+        list[k]->first_time[0] = 0;
     }
-    int rc = add_aggregates(io, "SELECT aggregate_type, aggregate_id, 1 FROM outbox_event FORCE INDEX "
+    int rc = add_aggregates(io, "SELECT aggregate_type, aggregate_id, 1, DATE_FORMAT(MIN(created_at), "
+                                "'%Y-%m-%dT%H:%i:%s.%fZ') FROM outbox_event FORCE INDEX "
                                 "(ix_outbox_event_lease) WHERE status = 'FAILED' GROUP BY aggregate_type, "
                                 "aggregate_id", h, e);
-    if (rc && was) /* unknown: as they were */
-        for (size_t k = 0; k < n; k++)
-            list[k]->failed = was[k];
-    free(was);
+    if (rc && saved) /* unknown: as they were */
+        for (size_t k = 0; k < n; k++) {
+            list[k]->failed = saved[k].failed;
+            memcpy(list[k]->first_time, saved[k].first_time, sizeof saved[k].first_time);
+            list[k]->first_version = saved[k].first_version;
+        }
+    free(saved);
     free(list);
     return rc;
 }
 
-static int op_held_rows(void *io, const char *type, const char *id, struct sc_relay_row *rows, int max,
-                        struct sc_db_err *e)
+static int op_held_rows(void *io, const char *type, const char *id, const char *before,
+                        struct sc_relay_row *rows, int max, struct sc_db_err *e)
 {
     struct sc_binlog_source *s = io;
     char *sql = NULL, *t = NULL, *a = NULL;
@@ -415,6 +435,8 @@ static int op_held_rows(void *io, const char *type, const char *id, struct sc_re
                            "FROM outbox_event WHERE ");
     if (type)
         len += sprintf(sql + len, "aggregate_type = '%s' AND aggregate_id = '%s' AND ", t, a);
+    if (before && strlen(before) >= 26) /* 2026-12-01T10:00:00.000123Z: a DATETIME(6) literal */
+        len += sprintf(sql + len, "created_at < '%.10s %.15s' AND ", before, before + 11);
     sprintf(sql + len, "status = 'PENDING' AND lease_until IS NOT NULL "
                        "ORDER BY created_at, event_version, event_id LIMIT %d", max);
     MYSQL_RES *res = sc_db_select(&s->db, sql, e);
@@ -551,11 +573,11 @@ int sc_binlog_mark_published(void *io, struct sc_relay_row *const *rows, int n,
         }
         memcpy(ids[k++], rows[i]->event_id, sizeof ids[0]);
     }
-    int rc = k ? update_ids(s, "status = 'PUBLISHED', published_at = UTC_TIMESTAMP(6), lease_owner = NULL, "
-                               "lease_until = NULL", "status = 'PENDING'", ids, k, e)
-               : 0;
+    long long rc = k ? update_ids(s, "status = 'PUBLISHED', published_at = UTC_TIMESTAMP(6), lease_owner = NULL, "
+                                     "lease_until = NULL", "status = 'PENDING'", ids, k, e)
+                     : 0;
     free(ids);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 /* FAILED with the held mark (binlog_held.h): set back to PENDING by the
@@ -567,7 +589,8 @@ int sc_binlog_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db
     memcpy(ids[0], row->event_id, sizeof ids[0]);
     held_set(s, set, sizeof set);
     strcat(set, ", status = 'FAILED'");
-    return update_ids(s, set, "status = 'PENDING'", ids, 1, e) ? -1 : 1;
+    long long changed = update_ids(s, set, "status = 'PENDING'", ids, 1, e);
+    return changed < 0 ? -1 : changed > 0; /* 0: another relay holds the lease (or marked it) */
 }
 
 int sc_binlog_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e)

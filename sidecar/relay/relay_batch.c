@@ -214,7 +214,8 @@ static int refused_before(const struct sc_relay_batch *b, int i)
 static int hold_if_held(struct sc_relay_core *c, struct sc_relay_batch *b, int i, int building)
 {
     struct sc_relay_row *r = &b->rows[i];
-    if (!c->ops->held || !to_send(r) || !(building ? c->ops->held(c->io, r) : refused_before(b, i)))
+    if (!c->p.per_aggregate || !c->ops->held || !to_send(r) ||
+        !(building ? c->ops->held(c->io, r) : refused_before(b, i)))
         return 0;
     row_to(c, r, SC_ROW_HOLD, NULL);
     return 1;
