@@ -88,6 +88,28 @@ static const struct sc_binlog_pos *settles_at(const struct sc_binlog_core *c, co
     return &c->stored;
 }
 
+/* A row in a state that sends the stream back to the checkpoint once its
+ * batch is done (binlog_core_batch_done). */
+static int rewinds(enum sc_relay_row_state st)
+{
+    return st == SC_ROW_NACKED || st == SC_ROW_RETURNED || st == SC_ROW_UNCONFIRMED || st == SC_ROW_UNSENT ||
+           st == SC_ROW_LEFT || st == SC_ROW_LEASE_LOST || st == SC_ROW_REFUSED;
+}
+
+int sc_binlog_core_stale(const struct sc_binlog_core *c, const struct sc_relay_batch *b)
+{
+    for (int i = 0; i < c->q_len; i++) {
+        int j = (c->q_head + i) % SC_BINLOG_INFLIGHT;
+        if (c->done_at[j].rows == b->rows && !c->done_at[j].settled)
+            return c->done_at[j].gen != c->gen;
+        /* an earlier batch, collected and not yet done: its rows' states are final but for the marks */
+        for (int k = 0; c->done_at[j].gen == c->gen && !c->done_at[j].settled && k < c->done_at[j].n; k++)
+            if (rewinds(c->done_at[j].rows[k].state))
+                return 1;
+    }
+    return 0;
+}
+
 void sc_binlog_core_hold(struct sc_binlog_core *c, const struct sc_relay_row *r)
 {
     if (!c->ops->held_rows || !r->aggregate_type || !r->aggregate_id)
@@ -273,26 +295,18 @@ static int settled_for(struct sc_binlog_core *c, const struct sc_binlog_held_agg
            !sc_binlog_pos_after(&a->settle_at, &c->ops->stream_tx(c->io)->committed);
 }
 
-/* The stream has read to the log's end: what a restart found held is
- * settled once the checkpoint is there. */
-static void settle_unknown(struct sc_binlog_core *c)
-{
-    struct sc_binlog_held_agg **list = malloc(c->held.n * sizeof *list);
-    size_t n = list ? sc_binlog_held_list(&c->held, list, c->held.n) : 0;
-    for (size_t k = 0; k < n; k++)
-        if (!list[k]->settle_known)
-            settle_after(list[k], &c->ops->stream_tx(c->io)->committed);
-    free(list);
-}
-
-/* After a restart nothing says which held rows precede a FAILED one:
- * each aggregate is looked at once. */
-static void mark_check_before(struct sc_binlog_held *h)
+/* After a restart nothing says which held rows precede a FAILED one
+ * (each aggregate is looked at once), nor what of them is after the
+ * checkpoint: everything before the log's end is read again first. */
+static void loaded(struct sc_binlog_held *h, const struct sc_binlog_pos *end)
 {
     struct sc_binlog_held_agg **list = malloc((h->n ? h->n : 1) * sizeof *list);
     size_t n = list ? sc_binlog_held_list(h, list, h->n) : 0;
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
         list[k]->check_before = list[k]->failed;
+        list[k]->settle_at = *end;
+        list[k]->settle_known = 1;
+    }
     free(list);
 }
 
@@ -381,11 +395,12 @@ static int release_held(struct sc_binlog_core *c, struct sc_relay_row *rows, int
 
 /* The position a done batch may store: after the last transaction the
  * stream finished reading when the batch was cut. */
-static void queue_done_at(struct sc_binlog_core *c, const struct sc_relay_row *rows)
+static void queue_done_at(struct sc_binlog_core *c, const struct sc_relay_row *rows, int n)
 {
     int k = (c->q_head + c->q_len) % SC_BINLOG_INFLIGHT;
     c->done_at[k].gen = c->gen;
     c->done_at[k].rows = rows;
+    c->done_at[k].n = n;
     c->done_at[k].settled = 0;
     c->done_at[k].pos = c->ops->stream_tx(c->io)->committed;
     c->q_len++;
@@ -440,10 +455,11 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
     }
     if (c->ops->held_rows && !c->held_loaded) {
         sc_binlog_held_clear(&c->held);
-        if (c->ops->held_load(c->io, &c->held, e))
+        struct sc_binlog_pos end;
+        if (c->ops->held_load(c->io, &c->held, e) || c->ops->log_end(c->io, &end, e))
             return -1;
         c->held_loaded = 1;
-        mark_check_before(&c->held);
+        loaded(&c->held, &end);
         c->sweep_at = 0;
         if (c->held.n)
             sc_info("relay: %zu aggregates have a FAILED or held row: %s", c->held.n,
@@ -463,8 +479,6 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
         return -1;
     }
     c->n_ids = n;
-    if (n < max && c->held.n)
-        settle_unknown(c);
     if (n == 0) { /* idle: the stream has read all there is */
         released = release_held(c, rows, max, e);
         return released ? released : idle_store(c, e);
@@ -476,7 +490,7 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
     memmove(c->ids, c->ids + take, (size_t)(n - take) * sizeof *c->ids);
     c->n_ids = n - take;
     if (got > 0)
-        queue_done_at(c, rows);
+        queue_done_at(c, rows, got);
     return got;
 }
 

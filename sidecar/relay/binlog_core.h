@@ -80,7 +80,7 @@ struct sc_binlog_ops {
      * the stored checkpoint); the watermark's samples whose binary log end
      * at has reached are ready to store (binlog_watermark.h). */
     void (*watermark)(void *io, const struct sc_binlog_pos *at);
-    /* Held aggregates (binlog_held.h): the four together, or none. */
+    /* Held aggregates (binlog_held.h): the five together, or none. */
     /* Marks ids[0..n) held (lease_until set) where still PENDING, and commits. */
     int (*hold_rows)(void *io, char (*ids)[37], int n, struct sc_db_err *e);
     /* Adds to h every aggregate with a FAILED row (failed 1, its first
@@ -90,6 +90,8 @@ struct sc_binlog_ops {
      * its first one's created_at (and adds the aggregates of FAILED rows it
      * lacks). */
     int (*held_failed)(void *io, struct sc_binlog_held *h, struct sc_db_err *e);
+    /* The binary log's end now (SHOW BINARY LOGS' last file and size). */
+    int (*log_end)(void *io, struct sc_binlog_pos *end, struct sc_db_err *e);
     /* Up to max held rows of aggregate type/id (type NULL: of any), whole,
      * by created_at, event_version, event_id (the stream's commit order as
      * near as the table has it); with before (ISO 8601), only those created
@@ -116,6 +118,7 @@ struct sc_binlog_core {
     struct {
         unsigned gen;
         const struct sc_relay_row *rows; /* which batch (its rows buffer) */
+        int n;                           /* its rows */
         int settled;                     /* ended with every row PUBLISHED or FAILED */
         struct sc_binlog_pos pos;
     } done_at[SC_BINLOG_INFLIGHT];
@@ -145,6 +148,9 @@ void sc_binlog_core_db_closed(struct sc_binlog_core *c);
  * now (per_aggregate only), and a row refused (to be FAILED): its
  * aggregate is held from now on. */
 int sc_binlog_core_held(const struct sc_binlog_core *c, const struct sc_relay_row *r);
+/* struct sc_relay_ops's stale: the batch was claimed before a rewind, or
+ * one claimed before it has a row that will send the stream back. */
+int sc_binlog_core_stale(const struct sc_binlog_core *c, const struct sc_relay_batch *b);
 void sc_binlog_core_hold(struct sc_binlog_core *c, const struct sc_relay_row *r);
 
 #endif

@@ -24,8 +24,7 @@ struct sc_binlog_held_agg {
     int check_before;                /* held rows before the first FAILED one may be waiting */
     /* Its held rows go out once the checkpoint is here: every row of it
      * read before then is published, FAILED or held (a predecessor sent
-     * again after a rewind goes first). Unknown after a restart until the
-     * stream reaches the log's end. */
+     * again after a rewind goes first); after a restart, the log's end. */
     struct sc_binlog_pos settle_at;
     int settle_known;
     char *type, *id;

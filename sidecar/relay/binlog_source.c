@@ -376,6 +376,24 @@ static int op_held_load(void *io, struct sc_binlog_held *h, struct sc_db_err *e)
                               "GROUP BY aggregate_type, aggregate_id", h, e);
 }
 
+static int op_log_end(void *io, struct sc_binlog_pos *end, struct sc_db_err *e)
+{
+    struct sc_binlog_source *s = io;
+    MYSQL_RES *res = sc_db_select(&s->db, "SHOW BINARY LOGS", e);
+    if (!res)
+        return -1;
+    memset(end, 0, sizeof *end);
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)))
+        if (row[0] && row[1]) {
+            snprintf(end->file, sizeof end->file, "%s", row[0]);
+            end->pos = strtoull(row[1], NULL, 10);
+        }
+    mysql_free_result(res);
+    sc_db_rollback(&s->db, &(struct sc_db_err){0});
+    return 0;
+}
+
 static int op_held_failed(void *io, struct sc_binlog_held *h, struct sc_db_err *e)
 {
     struct sc_binlog_held_agg **list = malloc((h->n ? h->n : 1) * sizeof *list);
@@ -482,6 +500,7 @@ static const struct sc_binlog_ops mariadb_ops = {
     .held_load = op_held_load,
     .held_failed = op_held_failed,
     .held_rows = op_held_rows,
+    .log_end = op_log_end,
 };
 
 /* ---- the calls of struct sc_relay_ops ------------------------------------------ */
@@ -589,7 +608,11 @@ int sc_binlog_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db
     memcpy(ids[0], row->event_id, sizeof ids[0]);
     held_set(s, set, sizeof set);
     strcat(set, ", status = 'FAILED'");
-    long long changed = update_ids(s, set, "status = 'PENDING'", ids, 1, e);
+    /* A stream row has no mark yet: one with a mark is a repaired row, and
+     * this copy of it was read before the repair. */
+    long long changed = update_ids(s, set, row->released ? "status = 'PENDING' AND lease_until IS NOT NULL"
+                                                         : "status = 'PENDING' AND lease_until IS NULL",
+                                   ids, 1, e);
     return changed < 0 ? -1 : changed > 0; /* 0: another relay holds the lease (or marked it) */
 }
 
@@ -612,6 +635,11 @@ int sc_binlog_mark_held(void *io, struct sc_relay_row *const *rows, int n, struc
 int sc_binlog_held(void *io, const struct sc_relay_row *r)
 {
     return sc_binlog_core_held(&((struct sc_binlog_source *)io)->core, r);
+}
+
+int sc_binlog_stale(void *io, const struct sc_relay_batch *b)
+{
+    return sc_binlog_core_stale(&((struct sc_binlog_source *)io)->core, b);
 }
 
 void sc_binlog_hold(void *io, const struct sc_relay_row *r)

@@ -49,6 +49,7 @@ int sc_binlog_rollback(void *io, struct sc_db_err *e);
 int sc_binlog_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e);
 int sc_binlog_held(void *io, const struct sc_relay_row *r);
 void sc_binlog_hold(void *io, const struct sc_relay_row *r);
+int sc_binlog_stale(void *io, const struct sc_relay_batch *b);
 void sc_binlog_batch_done(void *io, const struct sc_relay_batch *b);
 
 #endif

@@ -179,6 +179,7 @@ static int io_b_mark_held(void *io, struct sc_relay_row *const *rows, int n, str
 {
     return sc_binlog_mark_held(BINLOG(io), rows, n, e);
 }
+static int io_b_stale(void *io, const struct sc_relay_batch *b) { return sc_binlog_stale(BINLOG(io), b); }
 
 static const struct sc_relay_ops binlog_ops = {
     .db_open = io_b_db_open,
@@ -202,6 +203,7 @@ static const struct sc_relay_ops binlog_ops = {
     .held = io_b_held,
     .hold = io_b_hold,
     .mark_held = io_b_mark_held,
+    .stale = io_b_stale,
 };
 
 /* With tenants: the database calls go to the tenant pool. Its sessions open

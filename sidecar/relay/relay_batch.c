@@ -333,6 +333,15 @@ void sc_relay_batch_send(struct sc_relay_core *c, struct sc_relay_batch *b)
             row_to(c, &b->rows[i], SC_ROW_UNSENT, NULL);
         return;
     }
+    if (c->ops->stale && c->ops->stale(c->io, b)) {
+        /* Read again from the checkpoint anyway: sent now, its rows could
+         * go out ahead of an earlier one left unconfirmed. */
+        sc_debug("relay: a batch of %d claimed before the stream went back is not sent; it is read again",
+                 b->n);
+        for (int i = 0; i < b->n; i++)
+            row_to(c, &b->rows[i], SC_ROW_UNSENT, NULL);
+        return;
+    }
     for (int i = 0; i < b->n; i++) {
         struct sc_relay_row *r = &b->rows[i];
         if (hold_if_held(c, b, i, 1))

@@ -165,6 +165,9 @@ struct sc_relay_ops {
     int (*held)(void *io, const struct sc_relay_row *r);
     void (*hold)(void *io, const struct sc_relay_row *r);
     int (*mark_held)(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e);
+    /* Optional (the binlog source's): 1 when a claimed batch is to be read
+     * again before it is sent (its source went back past it). */
+    int (*stale)(void *io, const struct sc_relay_batch *b);
 };
 
 enum sc_relay_phase {

@@ -108,6 +108,7 @@ struct row {
     int marked;                  /* status PUBLISHED (a held row, published after the repair) */
     int64_t repair_at;           /* an invalid row: repaired (valid, PENDING) once FAILED after it; NEVER */
     int repaired;
+    int broker_refuses;          /* an invalid row the envelope allows and the broker refuses (406) */
     int64_t visible_at;          /* InnoDB shows it (NEVER: rolled back) */
     int lock_wait;               /* 1: a locking read waits for it; 0: absent until then */
     int64_t lag;                 /* InnoDB shows it this long after its transaction is logged */
@@ -119,6 +120,7 @@ struct pending { uint64_t seq; int row, ack; int64_t at; };
 
 struct conn {
     int open;
+    int closing, closed;         /* the broker closed the channel over a message (406): not read yet, read */
     int64_t drop_at;
     uint64_t next_seq;
     struct pending q[64];
@@ -155,7 +157,8 @@ struct stats {
     unsigned long long schedules, steps, txs, rows, rolled_back, published, duplicates, cuts, cuts_mid_tx,
         dup_streams, lock_waits, absent_reads, read_fails, ckpt_writes, ckpt_errors, ckpt_lost_written,
         ckpt_lost_unwritten, nacks, lates, drops, crashes, pauses, takeovers, rotations, rewinds, failed_rows,
-        wm_samples, wm_stores, wm_held, per_agg_schedules, repairs, held_marks, released;
+        wm_samples, wm_stores, wm_held, per_agg_schedules, repairs, held_marks, released, broker_refusals,
+        reopens;
 };
 
 struct world {
@@ -542,7 +545,8 @@ static void take_row(struct world *w, const struct row *x, struct sc_relay_row *
 {
     char version[8] = "1", time[40];
     snprintf(time, sizeof time, "2026-12-01T10:00:00.%06dZ", (int)(x - w->rows));
-    char *f[10] = {(char *)x->id, (char *)x->atype, (char *)x->aid, x->valid ? "ORDER_ACCEPTED" : "", version,
+    char *f[10] = {(char *)x->id, (char *)x->atype, (char *)x->aid,
+                   x->valid || x->broker_refuses ? "ORDER_ACCEPTED" : "", version,
                    (char *)x->payload, time, NULL, NULL, "PENDING"};
     (void)sc_relay_row_take(got, f);
 }
@@ -818,6 +822,18 @@ static int s_held_failed(void *io, struct sc_binlog_held *h, struct sc_db_err *e
     return 0;
 }
 
+static int s_log_end(void *io, struct sc_binlog_pos *end, struct sc_db_err *e)
+{
+    struct relay *r = io;
+    struct world *w = r->w;
+    if (!r->db_open)
+        return db_lost(r, e, "SHOW BINARY LOGS");
+    memset(end, 0, sizeof *end);
+    file_name(w->file, end->file, sizeof end->file);
+    end->pos = w->pos;
+    return 0;
+}
+
 /* In row order: commit order, which the statement's created_at order is
  * for a producer whose writes to one aggregate are serial. */
 static int s_held_rows(void *io, const char *type, const char *id, const char *before,
@@ -850,6 +866,7 @@ static const struct sc_binlog_ops sim_binlog_ops = {
     .held_load = s_held_load,
     .held_failed = s_held_failed,
     .held_rows = s_held_rows,
+    .log_end = s_log_end,
     .ckpt_acquire = s_ckpt_acquire,
     .ckpt_store = s_ckpt_store,
     .db_close = s_db_close,
@@ -928,6 +945,11 @@ static void r_hold(void *io, const struct sc_relay_row *row)
     sc_binlog_core_hold(&((struct relay *)io)->bcore, row);
 }
 
+static int r_stale(void *io, const struct sc_relay_batch *b)
+{
+    return sc_binlog_core_stale(&((struct relay *)io)->bcore, b);
+}
+
 static int r_mark_held(void *io, struct sc_relay_row *const *rows, int n, struct sc_db_err *e)
 {
     char (*ids)[37] = calloc((size_t)n, sizeof *ids);
@@ -947,7 +969,8 @@ static int r_mark_failed(void *io, const struct sc_relay_row *row, struct sc_db_
     struct row *x = find_row(w, row->event_id, strlen(row->event_id));
     if (!x)
         return 1;
-    if (w->ck_owner != r->idx || x->failed || x->marked) /* the guard: its lease, a row still PENDING */
+    /* the guard: its lease, a row still PENDING, without the held mark unless it was released */
+    if (w->ck_owner != r->idx || x->failed || x->marked || (row->released ? !x->held : x->held))
         return 0;
     if (x->valid)
         violation(w, "relay %d marked the valid row %s FAILED", r->idx, x->id);
@@ -996,6 +1019,7 @@ static int r_amqp_open(void *io, char *err, size_t err_len)
         return -1;
     }
     r->amqp.open = 1;
+    r->amqp.closing = r->amqp.closed = 0;
     r->amqp.nq = 0;
     r->amqp.next_seq = 1;
     r->amqp.drop_at = chance(w, w->f_run.drop) ? r->clock + range(w, 1, 3000) : NEVER;
@@ -1047,16 +1071,37 @@ static int r_publish(void *io, struct sc_publish *msgs, size_t n, char *err, siz
         }
         if (x->rolled_back)
             violation(w, "relay %d published %s, a row of a transaction that rolled back", r->idx, x->id);
-        if (!x->valid)
+        if (!x->valid && !x->broker_refuses)
             violation(w, "relay %d published %s, a row that breaks an envelope rule", r->idx, x->id);
+        if (c->closed)
+            violation(w, "relay %d published on a channel the broker closed, without opening it again", r->idx);
+        msgs[i].result = SC_PUB_PENDING;
+        msgs[i].seq = c->next_seq++;
+        if (c->closing) { /* the broker drops what comes after on the closed channel */
+            trace(w, "r%d   broker: %s dropped, its channel is closed", r->idx, x->id);
+            continue;
+        }
+        if (x->broker_refuses) {
+            /* 406: the channel closes; some confirms still owed left before */
+            c->closing = 1;
+            w->st.broker_refusals++;
+            int kept = 0;
+            for (int j = 0; j < c->nq; j++)
+                if (chance(w, 0.5)) {
+                    c->q[j].at = r->clock;
+                    c->q[kept++] = c->q[j];
+                }
+            trace(w, "r%d   broker: refuses %s: channel closed, %d of %d confirms owed left before", r->idx,
+                  x->id, kept, c->nq);
+            c->nq = kept;
+            continue;
+        }
         if (!x->published)
             check_first(w, r, x);
         else
             w->st.duplicates++;
         x->published++;
         w->st.published++;
-        msgs[i].result = SC_PUB_PENDING;
-        msgs[i].seq = c->next_seq++;
         struct pending *p = &c->q[c->nq++];
         p->seq = msgs[i].seq;
         p->row = (int)(x - w->rows);
@@ -1105,8 +1150,25 @@ static int r_collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms
     size_t pending = 0;
     for (size_t i = 0; i < n; i++)
         pending += msgs[i].result == SC_PUB_PENDING;
-    int64_t deadline = r->clock + timeout_ms;
     struct pending p;
+    if (up(r) && (c->closing || c->closed)) {
+        /* the confirms that left before the close, then channel.close */
+        while (take_due(c, INT64_MAX, &p)) {
+            r->clock = p.at > r->clock ? p.at : r->clock;
+            settle(r->w, &p, msgs, n);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (msgs[i].result == SC_PUB_PENDING)
+                msgs[i].result = SC_PUB_FAILED;
+        if (c->closed)
+            violation(r->w, "relay %d waits for confirms on a channel it was told is closed", r->idx);
+        c->closing = 0;
+        c->closed = 1;
+        *cls = SC_AMQPERR_REFUSED;
+        snprintf(err, err_len, "channel closed by broker: 406 PRECONDITION_FAILED - message refused");
+        return -1;
+    }
+    int64_t deadline = r->clock + timeout_ms;
     while (up(r) && pending > 0) {
         int64_t until = deadline < c->drop_at ? deadline : c->drop_at - 1;
         if (!take_due(c, until, &p))
@@ -1133,11 +1195,23 @@ static int r_collect(void *io, struct sc_publish *msgs, size_t n, int timeout_ms
     return acked;
 }
 
+/* channel.open and confirm.select again, after the broker closed it. */
 static int r_reopen(void *io, char *err, size_t err_len)
 {
-    (void)io;
-    snprintf(err, err_len, "the broker never closes the channel here");
-    return -1;
+    struct relay *r = io;
+    struct conn *c = &r->amqp;
+    if (!up(r)) {
+        snprintf(err, err_len, "amqp channel.open: connection closed");
+        return -1;
+    }
+    if (!c->closed)
+        violation(r->w, "relay %d opened its channel again while the broker had not closed it", r->idx);
+    c->closed = c->closing = 0;
+    c->next_seq = 1;
+    c->nq = 0;
+    r->w->st.reopens++;
+    trace(r->w, "r%d   broker: channel opened again", r->idx);
+    return 0;
 }
 
 static int r_service(void *io, char *err, size_t err_len)
@@ -1145,6 +1219,12 @@ static int r_service(void *io, char *err, size_t err_len)
     struct relay *r = io;
     if (!up(r)) {
         snprintf(err, err_len, "amqp: connection closed");
+        return -1;
+    }
+    if (r->amqp.closing || r->amqp.closed) { /* sc_amqp_service reads the close: the relay reconnects */
+        r->amqp.closing = 0;
+        r->amqp.closed = 1;
+        snprintf(err, err_len, "channel closed by broker: 406 PRECONDITION_FAILED - message refused");
         return -1;
     }
     struct pending p;
@@ -1195,6 +1275,7 @@ static const struct sc_relay_ops sim_ops = {
     .held = r_held,
     .hold = r_hold,
     .mark_held = r_mark_held,
+    .stale = r_stale,
 };
 
 /* ---- one schedule ------------------------------------------------------------------- */
@@ -1318,6 +1399,7 @@ static int setup(struct world *w, uint64_t seed, int verbose)
             y->valid = !chance(w, 0.04); /* (no event type: an envelope rule) */
             y->repair_at = NEVER;
             uint64_t d2 = splitmix(&w->rng2);
+            y->broker_refuses = !y->valid && (d2 >> 60) % 2; /* or one the broker refuses (406) */
             if (!y->valid && d2 % 4 != 0) /* three in four are repaired */
                 y->repair_at = (int64_t)((d2 >> 8) % (uint64_t)(w->fault_end + 2000));
             y->rolled_back = x->kind == TX_ROLLBACK;
@@ -1387,6 +1469,7 @@ static void repair_due(struct world *w)
             x->valid = 1;
             x->failed = 0;
             x->repaired = 1;
+            x->broker_refuses = 0;
             w->st.repairs++;
             trace(w, "operator: %s repaired, PENDING again", x->id);
         }
@@ -1552,7 +1635,8 @@ int main(int argc, char **argv)
     printf("# watermark: %llu samples (%llu held back by an open transaction), %llu checkpoint writes "
            "moved it\n", st->wm_samples, st->wm_held, st->wm_stores);
     printf("# held: %llu per_aggregate schedules, %llu rows marked held, %llu FAILED rows repaired, %llu "
-           "held rows sent after a repair\n", st->per_agg_schedules, st->held_marks, st->repairs, st->released);
+           "held rows sent after a repair; %llu messages refused by the broker, %llu channels opened again\n",
+           st->per_agg_schedules, st->held_marks, st->repairs, st->released, st->broker_refusals, st->reopens);
     if (!single && count >= 1000) {
         /* A simulation that stopped exercising a fault proves nothing about it. */
         tap(st->cuts_mid_tx > 0 && st->dup_streams > 0 && st->rotations > 0,
@@ -1568,6 +1652,7 @@ int main(int argc, char **argv)
             "watermark samples held back by open transactions, and stored by checkpoints");
         tap(st->per_agg_schedules > 0 && st->held_marks > 0 && st->repairs > 0 && st->released > 0,
             "per_aggregate schedules, rows held behind FAILED ones, repairs, held rows published after them");
+        tap(st->broker_refusals > 0 && st->reopens > 0, "messages the broker refused, channels opened again");
     }
     printf("1..%d\n", n_tap);
     return failures ? 1 : 0;
