@@ -11,6 +11,7 @@
 #include "consume/held.h"
 #include "consume/order_tenants.h"
 #include "consume/republish.h"
+#include "consume/tenant_batch.h"
 #include "consume/tenant_key.h"
 #include "consume/tenant_pool.h"
 #include "consume/worker.h"
@@ -207,32 +208,11 @@ static enum next run_tenant(struct worker *w, struct sc_order *o, int *idx, int 
         } else if (sc_held_mode(k) && (n = sc_held_wait(k, o, idx, w->dls, n, sc_now_ms())) == 0) {
             next = NEXT_CONTINUE; /* all of them wait in hand for their keys' replays */
         } else {
-            next = sc_batch_process(w, w->dls, n);
-            if (next == NEXT_DB_HOLD && opened == 0 && sc_worker_db_open(w, &e) == 0) {
-                /* A session kept open may have idled out: one fresh one
-                 * before the tenant counts as down. */
-                w->holding = 1;
-                next = sc_batch_process(w, w->dls, n);
-                w->holding = 0;
-            } else if (next == NEXT_DB_HOLD && opened == 0) {
-                w->hold_cause = e;
-            }
-            w->hold_one_by_one = 0;
-            w->hold_culprit[0] = 0;
+            next = sc_tenant_batch(w, w->dls, n, opened);
             if (next != NEXT_DB_HOLD)
                 sc_order_check_versions(w, o, idx, n);
         }
-        struct sc_db_err lost = w->hold_cause;
-        if (next == NEXT_DB_LOST)
-            lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,
-                                      .msg = "session ended after a COMMIT without outcome or a "
-                                             "handler contract violation"};
-        if (next == NEXT_RESET) {
-            sc_db_close(&w->db);
-            memset(&w->db, 0, sizeof w->db);
-        } else {
-            sc_tenant_leave(w, i, next != NEXT_CONTINUE, &lost);
-        }
+        sc_tenant_batch_leave(w, i, next);
     }
     *n_io = n;
     if (next == NEXT_DB_HOLD)

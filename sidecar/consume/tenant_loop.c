@@ -14,6 +14,7 @@
 #include "consume/batch_io.h"
 #include "consume/order_tenants.h"
 #include "consume/republish.h"
+#include "consume/tenant_batch.h"
 #include "consume/tenant_key.h"
 #include "consume/tenant_pool.h"
 #include "consume/worker.h"
@@ -244,27 +245,6 @@ static void group(struct worker *w, struct gathered *g)
     free(why);
 }
 
-/* Fresh sessions a tenant's batch gets, after its session was lost, before
- * the tenant counts as down: the first when the lost one was kept open (it
- * may have gone away while idle) or a delivery was running; more while a
- * run names that delivery. A delivery that ends every session it runs in
- * (a statement the server kills it for) is blamed on the second loss under
- * it (hold(): its retry spends an attempt), and the next session runs the
- * batch without it. Waiting in hand instead, it would come back with the
- * tenant, end its session again, and hold the tenant down for good. A
- * batch handler's loss names no delivery: one run with a savepoint per
- * delivery names it, then two more blame it and run the rest. */
-#define FRESH_SESSIONS 4
-
-static int session_again(const struct worker *w, int tries, int opened)
-{
-    if (tries >= FRESH_SESSIONS)
-        return 0;
-    if (tries == 0)
-        return opened == 0 || w->hold_culprit[0];
-    return w->hold_blamed || w->hold_culprit[0] || w->hold_one_by_one;
-}
-
 /* Runs the group of slots [a, b) of tenant session i (or none). Returns
  * the loop's next step; parked slots are marked kept. */
 static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
@@ -284,30 +264,8 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     int opened = sc_tenant_down(w, i, now) ? -1 : sc_tenant_enter(w, i, &e);
     enum next next = NEXT_DB_HOLD;
     if (opened >= 0) {
-        next = sc_batch_process(w, dls, n);
-        for (int tries = 0; next == NEXT_DB_HOLD && session_again(w, tries, opened); tries++) {
-            w->hold_blamed = 0;
-            if (sc_worker_db_open(w, &e)) {
-                w->hold_cause = e;
-                break;
-            }
-            w->holding = 1;
-            next = sc_batch_process(w, dls, n);
-            w->holding = 0;
-        }
-        w->hold_one_by_one = w->hold_blamed = 0;
-        w->hold_culprit[0] = 0;
-        struct sc_db_err lost = w->hold_cause;
-        if (next == NEXT_DB_LOST)
-            lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,
-                                      .msg = "session ended after a COMMIT without outcome or a "
-                                             "handler contract violation"};
-        if (next == NEXT_RESET) {
-            sc_db_close(&w->db); /* the broker's failure, not the tenant's */
-            memset(&w->db, 0, sizeof w->db);
-        } else {
-            sc_tenant_leave(w, i, next != NEXT_CONTINUE, &lost);
-        }
+        next = sc_tenant_batch(w, dls, n, opened);
+        sc_tenant_batch_leave(w, i, next);
     }
     if (next != NEXT_DB_HOLD)
         return next == NEXT_RESET ? NEXT_RESET : NEXT_CONTINUE;
