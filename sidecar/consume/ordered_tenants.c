@@ -250,7 +250,7 @@ long sc_consume_ordered_tenants(struct worker *w)
         if (sc_worker_service_publisher(w, &last_service_ms))
             break;
         sc_tenant_sweep(w, now);
-        sc_tenant_gauges(w, 0);
+        sc_tenant_gauges(w, 0, &o);
         sc_order_block(&o, tenant_down, w, now);
         int n = sc_order_pick(&o, now, k->batch_max, idx, &next_due);
         int64_t retry = sc_tenant_next_retry_ms(w);
@@ -292,6 +292,8 @@ long sc_consume_ordered_tenants(struct worker *w)
     (void)sc_tenant_ack_flush(w);
     for (int i = 0; i < o.n; i++)
         amqp_destroy_envelope(&o.slots[i].env);
+    o.n = 0; /* what was in hand the broker returns with the channel */
+    sc_tenant_gauges(w, 0, &o);
     sc_order_free(&o);
     free(idx);
     if (sc_stop_requested())

@@ -357,7 +357,7 @@ long sc_consume_tenants(struct worker *w)
         if (sc_worker_service_publisher(w, &last_service_ms))
             break;
         sc_tenant_sweep(w, now);
-        sc_tenant_gauges(w, 0);
+        sc_tenant_gauges(w, 0, NULL);
         g.n = 0;
         if (take_parked(w, &g, now))
             break;
