@@ -33,6 +33,8 @@ struct gathered {
     int64_t *since_ms;  /* parked since (0: fresh) */
     int *kept;          /* parked again: its envelope moved, not destroyed */
     char (*why)[256];   /* a refused delivery's reason (d->refused points here) */
+    char (*named)[SC_TENANT_MAX + 1]; /* a delivery dead-lettered without a database: the
+                                         tenant its dead letter names, "" when unknown */
     struct delivery *tmp;
     int *order, *rank, *sess, *refused;
     int64_t *since;
@@ -53,9 +55,11 @@ static int gathered_init(struct gathered *g, int cap)
     g->since_ms = calloc(n, sizeof *g->since_ms);
     g->kept = calloc(n, sizeof *g->kept);
     g->why = calloc(n, sizeof *g->why);
+    g->named = calloc(n, sizeof *g->named);
     g->tmp = calloc(n, sizeof *g->tmp);
     g->order = calloc(n, sizeof *g->order);
-    return g->session && g->since_ms && g->kept && g->why && g->tmp && g->order ? 0 : -1;
+    return g->session && g->since_ms && g->kept && g->why && g->named && g->tmp && g->order
+               ? 0 : -1;
 }
 
 static void gathered_free(struct gathered *g)
@@ -64,6 +68,7 @@ static void gathered_free(struct gathered *g)
     free(g->since_ms);
     free(g->kept);
     free(g->why);
+    free(g->named);
     free(g->tmp);
     free(g->order);
     free(g->rank);
@@ -136,6 +141,7 @@ static void slot_clear(struct gathered *g, struct delivery *d, int j)
     g->since_ms[j] = 0;
     g->kept[j] = 0;
     g->why[j][0] = 0;
+    g->named[j][0] = 0;
 }
 
 /* Takes the parked deliveries whose tenant may be tried again into the
@@ -185,6 +191,8 @@ static void classify(struct worker *w, struct gathered *g, int j)
         snprintf(g->why[j], sizeof g->why[j], "out of memory for tenant %s", name);
         d->refused = g->why[j]; /* never dropped: the DLQ keeps it */
     }
+    if (kind != SC_TENANT_REFUSED && g->session[j] == NO_TENANT)
+        memcpy(g->named[j], name, sizeof g->named[j]); /* malformed: "" unless read */
 }
 
 /* Sorts the batch's slots by tenant, the order within each kept (arrival
@@ -223,6 +231,7 @@ static void group(struct worker *w, struct gathered *g)
     for (int j = 0; j < n; j++)
         g->order[start[rank[j]]++] = j;
     char (*why)[256] = malloc((size_t)n * sizeof *why);
+    char (*named)[SC_TENANT_MAX + 1] = malloc((size_t)n * sizeof *named);
     for (int x = 0; x < n; x++) {
         int j = g->order[x];
         g->tmp[x] = w->dls[j];
@@ -231,6 +240,8 @@ static void group(struct worker *w, struct gathered *g)
         refused[x] = w->dls[j].refused != NULL;
         if (why)
             memcpy(why[x], g->why[j], sizeof why[x]);
+        if (named)
+            memcpy(named[x], g->named[j], sizeof named[x]);
     }
     for (int x = 0; x < n; x++) {
         w->dls[x] = g->tmp[x];
@@ -239,10 +250,13 @@ static void group(struct worker *w, struct gathered *g)
         g->kept[x] = 0;
         if (why)
             memcpy(g->why[x], why[x], sizeof why[x]);
+        if (named)
+            memcpy(g->named[x], named[x], sizeof named[x]);
         /* The reasons moved with their deliveries. */
         w->dls[x].refused = refused[x] ? g->why[x] : NULL;
     }
     free(why);
+    free(named);
 }
 
 /* Runs the group of slots [a, b) of tenant session i (or none). Returns
@@ -252,7 +266,10 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     int i = g->session[a], n = b - a;
     struct delivery *dls = &w->dls[a];
     if (i == NO_TENANT) {
-        /* Refused, malformed or too large: dead-lettered, no database. */
+        /* Refused, malformed or too large: dead-lettered, no database,
+         * the dead letter naming the tenant when it could be read. */
+        for (int j = 0; j < n; j++)
+            dls[j].tenant = g->named[a + j][0] ? g->named[a + j] : NULL;
         memset(&w->db, 0, sizeof w->db);
         w->db_urls = NULL;
         return sc_batch_process(w, dls, n);
