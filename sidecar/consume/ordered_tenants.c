@@ -150,7 +150,7 @@ static int classify(struct worker *w, struct sc_order_slot *s, int room)
     if (kind == SC_TENANT_FOUND && i < 0)
         snprintf(why, sizeof why, "out of memory for tenant %s", name);
     if (kind != SC_TENANT_REFUSED && (i < 0 || s->kind != SC_ORDER_KEYED))
-        memcpy(s->named, name, sizeof s->named); /* its dead letter's ("" unless read) */
+        snprintf(s->named, sizeof s->named, "%s", name); /* its dead letter's ("" unless read) */
     if (i < 0) {
         if (kind != SC_TENANT_OPEN) { /* dead-lettered unrun with the reason, no database */
             s->kind = SC_ORDER_UNKEYED;

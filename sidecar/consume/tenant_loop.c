@@ -192,7 +192,7 @@ static void classify(struct worker *w, struct gathered *g, int j)
         d->refused = g->why[j]; /* never dropped: the DLQ keeps it */
     }
     if (kind != SC_TENANT_REFUSED && g->session[j] == NO_TENANT)
-        memcpy(g->named[j], name, sizeof g->named[j]); /* malformed: "" unless read */
+        snprintf(g->named[j], sizeof g->named[j], "%s", name); /* malformed: "" unless read */
 }
 
 /* Sorts the batch's slots by tenant, the order within each kept (arrival
@@ -252,6 +252,8 @@ static void group(struct worker *w, struct gathered *g)
             memcpy(g->why[x], why[x], sizeof why[x]);
         if (named)
             memcpy(g->named[x], named[x], sizeof named[x]);
+        else
+            g->named[x][0] = 0; /* out of memory: no tenant named, never the wrong one */
         /* The reasons moved with their deliveries. */
         w->dls[x].refused = refused[x] ? g->why[x] : NULL;
     }
