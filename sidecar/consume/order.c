@@ -289,7 +289,7 @@ void sc_order_batch(const struct sc_order *o, const int *idx, int n, struct deli
         dls[j].key = s->kind == SC_ORDER_KEYED ? s->key : NULL;
         dls[j].event_id = s->kind == SC_ORDER_KEYED ? s->id : NULL;
         dls[j].replay_token = s->replay_token;
-        dls[j].tenant = s->tenant[0] ? s->tenant : NULL;
+        dls[j].tenant = s->tenant[0] ? s->tenant : s->named[0] ? s->named : NULL;
     }
 }
 

@@ -81,6 +81,9 @@ struct sc_order_slot {
     int waited;             /* it waited (wait_since_ms is set) */
     /* tenants: its tenant ("" without); its key is (tenant, key), hash too */
     char tenant[SC_TENANT_MAX + 1];
+    char named[SC_TENANT_MAX + 1]; /* dead-lettered unrun, without a database (no key, a
+                                      batch-mode or malformed message): the tenant its
+                                      dead letter names, "" when unknown */
     int blocked;            /* its tenant's database cannot be used now: not picked */
     int64_t blocked_since_ms; /* blocked since (0: not blocked) */
 };

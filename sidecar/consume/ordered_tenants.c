@@ -11,6 +11,7 @@
 #include "consume/held.h"
 #include "consume/order_tenants.h"
 #include "consume/republish.h"
+#include "consume/tenant_batch.h"
 #include "consume/tenant_key.h"
 #include "consume/tenant_pool.h"
 #include "consume/worker.h"
@@ -148,6 +149,8 @@ static int classify(struct worker *w, struct sc_order_slot *s, int room)
     int i = kind == SC_TENANT_FOUND ? sc_tenant_session_of(w, name) : -1;
     if (kind == SC_TENANT_FOUND && i < 0)
         snprintf(why, sizeof why, "out of memory for tenant %s", name);
+    if (kind != SC_TENANT_REFUSED && (i < 0 || s->kind != SC_ORDER_KEYED))
+        snprintf(s->named, sizeof s->named, "%s", name); /* its dead letter's ("" unless read) */
     if (i < 0) {
         if (kind != SC_TENANT_OPEN) { /* dead-lettered unrun with the reason, no database */
             s->kind = SC_ORDER_UNKEYED;
@@ -207,32 +210,11 @@ static enum next run_tenant(struct worker *w, struct sc_order *o, int *idx, int 
         } else if (sc_held_mode(k) && (n = sc_held_wait(k, o, idx, w->dls, n, sc_now_ms())) == 0) {
             next = NEXT_CONTINUE; /* all of them wait in hand for their keys' replays */
         } else {
-            next = sc_batch_process(w, w->dls, n);
-            if (next == NEXT_DB_HOLD && opened == 0 && sc_worker_db_open(w, &e) == 0) {
-                /* A session kept open may have idled out: one fresh one
-                 * before the tenant counts as down. */
-                w->holding = 1;
-                next = sc_batch_process(w, w->dls, n);
-                w->holding = 0;
-            } else if (next == NEXT_DB_HOLD && opened == 0) {
-                w->hold_cause = e;
-            }
-            w->hold_one_by_one = 0;
-            w->hold_culprit[0] = 0;
+            next = sc_tenant_batch(w, w->dls, n, opened);
             if (next != NEXT_DB_HOLD)
                 sc_order_check_versions(w, o, idx, n);
         }
-        struct sc_db_err lost = w->hold_cause;
-        if (next == NEXT_DB_LOST)
-            lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,
-                                      .msg = "session ended after a COMMIT without outcome or a "
-                                             "handler contract violation"};
-        if (next == NEXT_RESET) {
-            sc_db_close(&w->db);
-            memset(&w->db, 0, sizeof w->db);
-        } else {
-            sc_tenant_leave(w, i, next != NEXT_CONTINUE, &lost);
-        }
+        sc_tenant_batch_leave(w, i, next);
     }
     *n_io = n;
     if (next == NEXT_DB_HOLD)
@@ -270,7 +252,7 @@ long sc_consume_ordered_tenants(struct worker *w)
         if (sc_worker_service_publisher(w, &last_service_ms))
             break;
         sc_tenant_sweep(w, now);
-        sc_tenant_gauges(w, 0);
+        sc_tenant_gauges(w, 0, &o);
         sc_order_block(&o, tenant_down, w, now);
         int n = sc_order_pick(&o, now, k->batch_max, idx, &next_due);
         int64_t retry = sc_tenant_next_retry_ms(w);
@@ -312,6 +294,8 @@ long sc_consume_ordered_tenants(struct worker *w)
     (void)sc_tenant_ack_flush(w);
     for (int i = 0; i < o.n; i++)
         amqp_destroy_envelope(&o.slots[i].env);
+    o.n = 0; /* what was in hand the broker returns with the channel */
+    sc_tenant_gauges(w, 0, &o);
     sc_order_free(&o);
     free(idx);
     if (sc_stop_requested())

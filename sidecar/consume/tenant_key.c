@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "consume/republish.h"
@@ -86,13 +87,66 @@ static int from_event(const char *key, const amqp_envelope_t *env, const struct 
     return take(v, n, key, tenant, why, why_len);
 }
 
+/* The tenant of a message the batch dead-letters as malformed (or too
+ * large), for its dead letter only: read where no parsed event is needed
+ * (an AMQP header, a binary mode header, the structured body's member when
+ * the body is a JSON object). Returns 0 with tenant set, or -1. */
+static int from_malformed(const char *key, const amqp_envelope_t *env, int read_body,
+                          char *tenant)
+{
+    char why[160];
+    if (strncmp(key, "header:", 7) == 0)
+        return from_header(env, key + 7, tenant, why, sizeof why);
+    if (strncmp(key, "extension:", 10) == 0)
+        for (const char *const *p = ce_prefixes; *p; p++) {
+            char h[160];
+            snprintf(h, sizeof h, "%s%s", *p, key + 10);
+            amqp_bytes_t b = sc_amqp_header_bytes(sc_delivery_headers(env), h);
+            if (b.len)
+                return take(b.bytes, b.len, "the extension", tenant, why, sizeof why);
+        }
+    if (!read_body)
+        return -1;
+    json_t *root = json_loadb(env->message.body.bytes, env->message.body.len, 0, NULL);
+    int rc = -1;
+    if (json_is_object(root)) {
+        if (strcmp(key, "subject") == 0 || strncmp(key, "extension:", 10) == 0) {
+            json_t *v = json_object_get(root, key[0] == 's' ? "subject" : key + 10);
+            if (json_is_string(v))
+                rc = take(json_string_value(v), json_string_length(v), "the member", tenant,
+                          why, sizeof why);
+        } else {
+            char *data = json_dumps(json_object_get(root, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+            const char *v, *kind;
+            size_t n;
+            if (data && sc_json_pointer_scalar(data, strlen(data), key + 4, &v, &n, &kind) > 0)
+                rc = take(v, n, key, tenant, why, sizeof why);
+            free(data);
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* A malformed message's tenant as from_malformed() reads it, kept only
+ * when the names pattern accepts it. */
+static enum sc_tenant_kind open_tenant(const struct sc_tenants_config *t, const regex_t *re,
+                                       const amqp_envelope_t *env, int read_body, char *tenant)
+{
+    char refused[200];
+    if (from_malformed(t->key, env, read_body, tenant) ||
+        !sc_tenant_name_ok(re, tenant, refused, sizeof refused))
+        tenant[0] = 0;
+    return SC_TENANT_OPEN;
+}
+
 enum sc_tenant_kind sc_tenant_read(const struct sc_tenants_config *t, const regex_t *re,
                                    const struct sc_consumer_config *k, const amqp_envelope_t *env,
                                    char *tenant, char *why, size_t why_len)
 {
     tenant[0] = why[0] = 0;
     if (k->max_message_bytes > 0 && env->message.body.len > (size_t)k->max_message_bytes)
-        return SC_TENANT_OPEN; /* the batch dead-letters it unread */
+        return open_tenant(t, re, env, 0, tenant); /* the batch dead-letters it unread */
     int found;
     if (strncmp(t->key, "header:", 7) == 0) {
         found = from_header(env, t->key + 7, tenant, why, why_len) == 0;
@@ -106,7 +160,7 @@ enum sc_tenant_kind sc_tenant_read(const struct sc_tenants_config *t, const rege
         char reason[512];
         if (sc_message_open(&m, &o, &evs, reason, sizeof reason)) {
             sc_message_events_free(&evs);
-            return SC_TENANT_OPEN;
+            return open_tenant(t, re, env, 1, tenant);
         }
         if (evs.n == 0) {
             sc_message_events_free(&evs);
@@ -118,7 +172,8 @@ enum sc_tenant_kind sc_tenant_read(const struct sc_tenants_config *t, const rege
             char one[SC_TENANT_MAX + 1];
             if (sc_message_event(&m, &o, &evs, i, &ev, reason, sizeof reason)) {
                 sc_message_events_free(&evs);
-                return SC_TENANT_OPEN; /* malformed: the batch says why */
+                /* malformed: the batch says why */
+                return open_tenant(t, re, env, 1, tenant);
             }
             found = from_event(t->key, env, &ev, one, why, why_len) == 0;
             if (found && i == 0)

@@ -14,7 +14,10 @@ enum sc_tenant_kind {
     SC_TENANT_FOUND,   /* tenant set: a name tenants.names accepts */
     SC_TENANT_REFUSED, /* none, or a refused name: dead-lettered with why, never run */
     SC_TENANT_OPEN,    /* the message is malformed (or too large) as a message: the batch
-                          dead-letters it as such, no tenant needed */
+                          dead-letters it as such, no tenant needed; tenant set (else "")
+                          when it could still be read for the dead letter, from an AMQP
+                          header, a binary mode header or the member of a body that is a
+                          JSON object, and the names pattern accepts it */
 };
 
 /* The tenant of env for consumer k under t (names compiled in re): the

@@ -14,6 +14,7 @@
 #include "consume/batch_io.h"
 #include "consume/order_tenants.h"
 #include "consume/republish.h"
+#include "consume/tenant_batch.h"
 #include "consume/tenant_key.h"
 #include "consume/tenant_pool.h"
 #include "consume/worker.h"
@@ -32,6 +33,8 @@ struct gathered {
     int64_t *since_ms;  /* parked since (0: fresh) */
     int *kept;          /* parked again: its envelope moved, not destroyed */
     char (*why)[256];   /* a refused delivery's reason (d->refused points here) */
+    char (*named)[SC_TENANT_MAX + 1]; /* a delivery dead-lettered without a database: the
+                                         tenant its dead letter names, "" when unknown */
     struct delivery *tmp;
     int *order, *rank, *sess, *refused;
     int64_t *since;
@@ -52,9 +55,11 @@ static int gathered_init(struct gathered *g, int cap)
     g->since_ms = calloc(n, sizeof *g->since_ms);
     g->kept = calloc(n, sizeof *g->kept);
     g->why = calloc(n, sizeof *g->why);
+    g->named = calloc(n, sizeof *g->named);
     g->tmp = calloc(n, sizeof *g->tmp);
     g->order = calloc(n, sizeof *g->order);
-    return g->session && g->since_ms && g->kept && g->why && g->tmp && g->order ? 0 : -1;
+    return g->session && g->since_ms && g->kept && g->why && g->named && g->tmp && g->order
+               ? 0 : -1;
 }
 
 static void gathered_free(struct gathered *g)
@@ -63,6 +68,7 @@ static void gathered_free(struct gathered *g)
     free(g->since_ms);
     free(g->kept);
     free(g->why);
+    free(g->named);
     free(g->tmp);
     free(g->order);
     free(g->rank);
@@ -135,6 +141,7 @@ static void slot_clear(struct gathered *g, struct delivery *d, int j)
     g->since_ms[j] = 0;
     g->kept[j] = 0;
     g->why[j][0] = 0;
+    g->named[j][0] = 0;
 }
 
 /* Takes the parked deliveries whose tenant may be tried again into the
@@ -184,6 +191,8 @@ static void classify(struct worker *w, struct gathered *g, int j)
         snprintf(g->why[j], sizeof g->why[j], "out of memory for tenant %s", name);
         d->refused = g->why[j]; /* never dropped: the DLQ keeps it */
     }
+    if (kind != SC_TENANT_REFUSED && g->session[j] == NO_TENANT)
+        snprintf(g->named[j], sizeof g->named[j], "%s", name); /* malformed: "" unless read */
 }
 
 /* Sorts the batch's slots by tenant, the order within each kept (arrival
@@ -222,6 +231,7 @@ static void group(struct worker *w, struct gathered *g)
     for (int j = 0; j < n; j++)
         g->order[start[rank[j]]++] = j;
     char (*why)[256] = malloc((size_t)n * sizeof *why);
+    char (*named)[SC_TENANT_MAX + 1] = malloc((size_t)n * sizeof *named);
     for (int x = 0; x < n; x++) {
         int j = g->order[x];
         g->tmp[x] = w->dls[j];
@@ -230,6 +240,8 @@ static void group(struct worker *w, struct gathered *g)
         refused[x] = w->dls[j].refused != NULL;
         if (why)
             memcpy(why[x], g->why[j], sizeof why[x]);
+        if (named)
+            memcpy(named[x], g->named[j], sizeof named[x]);
     }
     for (int x = 0; x < n; x++) {
         w->dls[x] = g->tmp[x];
@@ -238,31 +250,15 @@ static void group(struct worker *w, struct gathered *g)
         g->kept[x] = 0;
         if (why)
             memcpy(g->why[x], why[x], sizeof why[x]);
+        if (named)
+            memcpy(g->named[x], named[x], sizeof named[x]);
+        else
+            g->named[x][0] = 0; /* out of memory: no tenant named, never the wrong one */
         /* The reasons moved with their deliveries. */
         w->dls[x].refused = refused[x] ? g->why[x] : NULL;
     }
     free(why);
-}
-
-/* Fresh sessions a tenant's batch gets, after its session was lost, before
- * the tenant counts as down: the first when the lost one was kept open (it
- * may have gone away while idle) or a delivery was running; more while a
- * run names that delivery. A delivery that ends every session it runs in
- * (a statement the server kills it for) is blamed on the second loss under
- * it (hold(): its retry spends an attempt), and the next session runs the
- * batch without it. Waiting in hand instead, it would come back with the
- * tenant, end its session again, and hold the tenant down for good. A
- * batch handler's loss names no delivery: one run with a savepoint per
- * delivery names it, then two more blame it and run the rest. */
-#define FRESH_SESSIONS 4
-
-static int session_again(const struct worker *w, int tries, int opened)
-{
-    if (tries >= FRESH_SESSIONS)
-        return 0;
-    if (tries == 0)
-        return opened == 0 || w->hold_culprit[0];
-    return w->hold_blamed || w->hold_culprit[0] || w->hold_one_by_one;
+    free(named);
 }
 
 /* Runs the group of slots [a, b) of tenant session i (or none). Returns
@@ -272,7 +268,10 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     int i = g->session[a], n = b - a;
     struct delivery *dls = &w->dls[a];
     if (i == NO_TENANT) {
-        /* Refused, malformed or too large: dead-lettered, no database. */
+        /* Refused, malformed or too large: dead-lettered, no database,
+         * the dead letter naming the tenant when it could be read. */
+        for (int j = 0; j < n; j++)
+            dls[j].tenant = g->named[a + j][0] ? g->named[a + j] : NULL;
         memset(&w->db, 0, sizeof w->db);
         w->db_urls = NULL;
         return sc_batch_process(w, dls, n);
@@ -284,30 +283,8 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     int opened = sc_tenant_down(w, i, now) ? -1 : sc_tenant_enter(w, i, &e);
     enum next next = NEXT_DB_HOLD;
     if (opened >= 0) {
-        next = sc_batch_process(w, dls, n);
-        for (int tries = 0; next == NEXT_DB_HOLD && session_again(w, tries, opened); tries++) {
-            w->hold_blamed = 0;
-            if (sc_worker_db_open(w, &e)) {
-                w->hold_cause = e;
-                break;
-            }
-            w->holding = 1;
-            next = sc_batch_process(w, dls, n);
-            w->holding = 0;
-        }
-        w->hold_one_by_one = w->hold_blamed = 0;
-        w->hold_culprit[0] = 0;
-        struct sc_db_err lost = w->hold_cause;
-        if (next == NEXT_DB_LOST)
-            lost = (struct sc_db_err){.code = 2013, .cls = SC_DBERR_CONNECTION,
-                                      .msg = "session ended after a COMMIT without outcome or a "
-                                             "handler contract violation"};
-        if (next == NEXT_RESET) {
-            sc_db_close(&w->db); /* the broker's failure, not the tenant's */
-            memset(&w->db, 0, sizeof w->db);
-        } else {
-            sc_tenant_leave(w, i, next != NEXT_CONTINUE, &lost);
-        }
+        next = sc_tenant_batch(w, dls, n, opened);
+        sc_tenant_batch_leave(w, i, next);
     }
     if (next != NEXT_DB_HOLD)
         return next == NEXT_RESET ? NEXT_RESET : NEXT_CONTINUE;
@@ -399,7 +376,7 @@ long sc_consume_tenants(struct worker *w)
         if (sc_worker_service_publisher(w, &last_service_ms))
             break;
         sc_tenant_sweep(w, now);
-        sc_tenant_gauges(w, 0);
+        sc_tenant_gauges(w, 0, NULL);
         g.n = 0;
         if (take_parked(w, &g, now))
             break;

@@ -73,7 +73,7 @@ void sc_tenant_worker_free(struct worker *w)
     struct sc_tenant_worker *t = w->tenant;
     if (!t)
         return;
-    sc_tenant_gauges(w, 1);
+    sc_tenant_gauges(w, 1, NULL);
     for (int i = 0; i < t->n_sessions; i++) {
         session_close(t, &t->sessions[i]);
         sc_tenant_urls_free(t->sessions[i].urls, t->sessions[i].n_urls);
@@ -91,12 +91,21 @@ void sc_tenant_worker_free(struct worker *w)
     w->n_db_urls = 0;
 }
 
-int sc_tenant_session_of(struct worker *w, const char *name)
+/* The index of tenant name's session entry, or -1 (none). */
+static int session_find(const struct sc_tenant_worker *t, const char *name)
 {
-    struct sc_tenant_worker *t = w->tenant;
     for (int i = 0; i < t->n_sessions; i++)
         if (strcmp(t->sessions[i].name, name) == 0)
             return i;
+    return -1;
+}
+
+int sc_tenant_session_of(struct worker *w, const char *name)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    int found = session_find(t, name);
+    if (found >= 0)
+        return found;
     if (t->n_sessions == t->sessions_cap) {
         int cap = t->sessions_cap ? 2 * t->sessions_cap : 16;
         struct sc_tenant_session *ns = realloc(t->sessions, (size_t)cap * sizeof *ns);
@@ -270,23 +279,46 @@ static void gauge(atomic_int *g, int *mine, int now)
     *mine = now;
 }
 
-void sc_tenant_gauges(struct worker *w, int gone)
+/* Counts into parked_now the slots of o waiting for a tenant whose last
+ * try failed. Returns how many. */
+static int count_slots(struct sc_tenant_worker *t, const struct sc_order *o)
+{
+    int failing = 0, n = 0;
+    for (int i = 0; i < t->n_sessions && !failing; i++)
+        failing = t->sessions[i].retry_at_ms != 0;
+    for (int j = 0; failing && j < o->n; j++) {
+        const struct sc_order_slot *s = &o->slots[j];
+        int i = s->tenant[0] ? session_find(t, s->tenant) : -1;
+        if (i >= 0 && t->sessions[i].retry_at_ms != 0) {
+            t->sessions[i].parked_now++;
+            n++;
+        }
+    }
+    return n;
+}
+
+void sc_tenant_gauges(struct worker *w, int gone, const struct sc_order *o)
 {
     struct sc_tenant_worker *t = w->tenant;
     struct sc_consumer_metrics *m = &w->c->m;
     int64_t now = sc_now_ms();
-    int down = 0;
+    int down = 0, waiting = 0;
     for (int i = 0; !gone && i < t->n_sessions; i++)
         down += t->sessions[i].retry_at_ms > now;
-    gauge(&m->tenant_sessions, &t->g_sessions, gone ? 0 : t->open + (w->db.conn != NULL));
-    gauge(&m->tenants_down, &t->g_down, down);
-    gauge(&m->tenant_waiting, &t->g_waiting, gone ? 0 : t->n_parked);
-    /* By tenant: the changes since the last count, into the series the
-     * consumer's workers share. */
     for (int i = 0; i < t->n_sessions; i++)
         t->sessions[i].parked_now = 0;
     for (int j = 0; !gone && j < t->n_parked; j++)
         t->sessions[t->parked[j].session].parked_now++;
+    if (!gone) {
+        waiting = t->n_parked;
+        if (o)
+            waiting += count_slots(t, o);
+    }
+    gauge(&m->tenant_sessions, &t->g_sessions, gone ? 0 : t->open + (w->db.conn != NULL));
+    gauge(&m->tenants_down, &t->g_down, down);
+    gauge(&m->tenant_waiting, &t->g_waiting, waiting);
+    /* By tenant: the changes since the last count, into the series the
+     * consumer's workers share. */
     for (int i = 0; i < t->n_sessions; i++) {
         struct sc_tenant_session *s = &t->sessions[i];
         sc_tenant_series_add(&m->waiting, s->name, s->parked_now - s->g_parked);

@@ -33,8 +33,9 @@ struct sc_tenant_session {
     int n_rings;
     int group_mark;            /* its group number in the batch being grouped ... */
     unsigned group_round;      /* ... valid while this equals the worker's group_round */
-    int g_parked;              /* its parked deliveries as this worker last counted them in
-                                  the consumer's waiting-by-tenant series */
+    int g_parked;              /* its deliveries waiting in hand (parked, or an ordered
+                                  consumer's slots) as this worker last counted them in the
+                                  consumer's waiting-by-tenant series */
     int parked_now;            /* scratch of that count */
 };
 
@@ -106,8 +107,11 @@ int sc_tenant_ack_flush(struct worker *w);
 void sc_tenant_sweep(struct worker *w, int64_t now_ms);
 
 /* Moves this worker's part of the tenant gauges to what it holds now (0
- * everywhere when gone). */
-void sc_tenant_gauges(struct worker *w, int gone);
+ * everywhere when gone). The deliveries waiting in hand for a tenant whose
+ * database cannot be used are the parked ones and, for an ordered
+ * consumer, the slots of o (NULL: none) whose tenant's last try failed
+ * (down, or due to be tried again). */
+void sc_tenant_gauges(struct worker *w, int gone, const struct sc_order *o);
 
 /* The earliest time a down tenant with parked deliveries may be tried
  * again, or INT64_MAX. */

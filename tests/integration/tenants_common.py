@@ -5,6 +5,7 @@ sql/grants/consumer.sql gives them on `app`, and the consumer's URL with
 import json
 import os
 import re
+import uuid
 
 import pymysql
 
@@ -156,3 +157,43 @@ def send_tenant_events(exchange, events):
         eid, tenant, etype = (e + ("ORDER_ACCEPTED",))[:3]
         publish(ch, exchange, etype, tenant_body(eid, tenant, etype), message_id=eid)
     conn.close()
+
+
+SEEN = ("CREATE TABLE t_order_seen (seq BIGINT AUTO_INCREMENT PRIMARY KEY, event_id CHAR(36) "
+        "NOT NULL, subject VARCHAR(100) NOT NULL, version BIGINT NOT NULL, at DATETIME(6) NOT "
+        "NULL DEFAULT CURRENT_TIMESTAMP(6))")
+
+
+def grant_seen(tenant):
+    """The test handler's ORDERED events write t_order_seen."""
+    tenant_query(tenant, f"GRANT INSERT ON `{PREFIX + tenant}`.t_order_seen TO 'sidecar_consumer'@'%'")
+
+
+def make_seen_db(tenant):
+    """A tenant database with the test handler's t_order_seen (apply order)."""
+    make_tenant_db(tenant)
+    tenant_query(tenant, SEEN)
+    grant_seen(tenant)
+
+
+def seen_versions(tenant, key):
+    """The eventversions of key's ORDERED events, in the order they were applied."""
+    return [r[0] for r in tenant_query(tenant, "SELECT version FROM t_order_seen WHERE subject = %s "
+                                               "ORDER BY seq", (key,))]
+
+
+def send_ordered(exchange, events):
+    """Publishes each (tenant, key, version, type) with confirms, in order,
+    x-ordering-key set. Returns {event_id: (tenant, key, version)}."""
+    conn = amqp()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ids = {}
+    for tenant, k, v, t in events:
+        eid = str(uuid.uuid4())
+        d = json.loads(event_body(eid, etype=t, subject=k, version=v))
+        d["tenant"] = tenant
+        publish(ch, exchange, t, json.dumps(d), message_id=eid, headers={"x-ordering-key": k})
+        ids[eid] = (tenant, k, v)
+    conn.close()
+    return ids

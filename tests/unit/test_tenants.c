@@ -162,7 +162,22 @@ int main(void)
     read_case("header:x-tenant", EVENT(""), NULL, NULL, SC_TENANT_REFUSED, NULL, "header missing");
     read_case("header:x-tenant", EVENT(""), "x-tenant", "Bad-Name", SC_TENANT_REFUSED, NULL,
               "a name the pattern refuses");
-    read_case("subject", "not json", NULL, NULL, SC_TENANT_OPEN, NULL,
-              "a malformed message is left to the batch");
+    read_case("subject", "not json", NULL, NULL, SC_TENANT_OPEN, "",
+              "a malformed message is left to the batch, no tenant read from it");
+    /* A malformed message's tenant, read for its dead letter only. */
+#define NO_SOURCE(extra) "{\"specversion\":\"1.0\",\"id\":\"x\",\"type\":\"T\"," \
+                         "\"subject\":\"acme\"," extra "\"data\":{\"t\":\"globex\"}}"
+    read_case("subject", NO_SOURCE(""), NULL, NULL, SC_TENANT_OPEN, "acme",
+              "malformed: its subject still read for the dead letter");
+    read_case("data/t", NO_SOURCE(""), NULL, NULL, SC_TENANT_OPEN, "globex",
+              "malformed: its data pointer still read");
+    read_case("extension:tenant", NO_SOURCE("\"tenant\":\"initech\","), NULL, NULL,
+              SC_TENANT_OPEN, "initech", "malformed: its structured extension still read");
+    read_case("extension:tenant", "not json", "cloudEvents:tenant", "hooli", SC_TENANT_OPEN,
+              "hooli", "not JSON: the binary mode header still read");
+    read_case("extension:tenant", NO_SOURCE("\"tenant\":\"Bad-Name\","), NULL, NULL,
+              SC_TENANT_OPEN, "", "malformed with a name the pattern refuses: none");
+    read_case("data/x", NO_SOURCE(""), NULL, NULL, SC_TENANT_OPEN, "",
+              "malformed, the pointer naming nothing: none");
     return done();
 }
