@@ -46,8 +46,10 @@ int sc_relay_tenants_init(struct sc_relay_tenants *ts, const struct sc_config *c
             sc_relay_tenants_free(ts);
             return -1;
         }
-    if (ts->discover)
-        sc_relay_discover_refresh(ts, sc_now_ms());
+    if (ts->discover && sc_relay_discover_start(ts)) {
+        sc_relay_tenants_free(ts);
+        return -1;
+    }
     atomic_store(&m->tenants, ts->live);
     return 0;
 }
@@ -128,13 +130,13 @@ void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i)
 
 void sc_relay_tenants_free(struct sc_relay_tenants *ts)
 {
+    sc_relay_discover_free(ts); /* its thread first: nothing of it outlives the config */
     for (int i = 0; ts->t && i < ts->n; i++)
         if (ts->t[i]) {
             sc_relay_db_free(&ts->t[i]->db);
             sc_tenant_urls_free(ts->t[i]->urls, ts->t[i]->n_urls);
             free(ts->t[i]);
         }
-    sc_relay_discover_free(ts);
     free(ts->t);
     free(ts->values);
     free(ts->binds);
@@ -290,7 +292,7 @@ static void clear_rows(struct sc_relay_row *rows, int max)
 int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *rows, int max)
 {
     if (ts->discover)
-        sc_relay_discover_refresh(ts, sc_now_ms());
+        sc_relay_discover_refresh(ts);
     sweep(ts, sc_now_ms());
     for (int k = 0; k < ts->n; k++) {
         int i = (ts->cursor + k) % ts->n;

@@ -20,7 +20,6 @@
 #ifndef SC_RELAY_TENANTS_H
 #define SC_RELAY_TENANTS_H
 
-#include <regex.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -42,6 +41,8 @@ struct sc_relay_tenant {
     long long pending, age_ms; /* its backlog as last counted */
 };
 
+struct sc_relay_discovery;
+
 struct sc_relay_tenants {
     struct sc_relay_tenant **t; /* NULL: a free slot (a row names its tenant by index) */
     int n, cap, cursor;      /* slots used; the next claim starts at t[cursor] */
@@ -60,9 +61,7 @@ struct sc_relay_tenants {
     struct sc_tenant_value *values; /* the gauges' copy, cap of them */
     /* tenants.discover (relay_discover.c) */
     int discover, discover_ms;
-    int64_t next_discover_ms;
-    regex_t names;
-    int names_ok;
+    struct sc_relay_discovery *discovery; /* its listing thread and hand-over */
     char **refused;          /* database names whose refusal was logged */
     size_t n_refused;
     unsigned discover_err;   /* 0 while the last listing worked: its failure is logged once */
@@ -100,9 +99,18 @@ int sc_relay_tenants_add(struct sc_relay_tenants *ts, const char *name);
  * hand, else by the first sweep after its last batch is done. */
 void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i);
 
-/* relay_discover.c: lists the tenant databases when due (at start, then
- * every tenants.discover_ms) and adds and drops tenants to match. */
-void sc_relay_discover_refresh(struct sc_relay_tenants *ts, int64_t now);
+/* relay_discover.c. The listing runs on a thread of its own, never on the
+ * relay's: a server that does not answer holds only that thread. Start
+ * lists once on the calling thread (the tenants at start), then starts the
+ * thread, which lists again every tenants.discover_ms and leaves each
+ * result under a mutex. Returns 0, or -1 (the thread could not start). */
+int sc_relay_discover_start(struct sc_relay_tenants *ts);
+/* Between claims: takes the thread's latest listing, if one came since the
+ * last call, and adds and drops tenants to match. Never waits for a
+ * listing. */
+void sc_relay_discover_refresh(struct sc_relay_tenants *ts);
+/* Stops the thread (waiting out a listing under way: at most one connect
+ * or statement timeout) and frees what discovery holds. */
 void sc_relay_discover_free(struct sc_relay_tenants *ts);
 
 #endif
