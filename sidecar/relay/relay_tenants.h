@@ -12,11 +12,13 @@
  * and close after tenants.idle_close_ms unused. A batch's marks go to its
  * own tenant's database, whatever was claimed since.
  *
- * Backlog gauges: a tenant whose last claim found nothing counts 0 rows
- * pending without a query (so idle tenants cost only their claims); a
- * busy one is counted by its own session at most once per 5 s (longer
- * when the count is slow). The totals and the top tenants.metrics_top go
- * to the metrics once a second. */
+ * Backlog gauges: each tenant is counted by its own session (rows PENDING
+ * or PUBLISHING, another relay's leased ones too) at its first claim, then
+ * at most once per 5 s (longer when the count is slow) while it has rows:
+ * a claim found some, or its last count did. One counted empty whose
+ * claims have found nothing since is not counted again (0, no query), so
+ * idle tenants cost only their claims. The totals and the top
+ * tenants.metrics_top go to the metrics once a second. */
 #ifndef SC_RELAY_TENANTS_H
 #define SC_RELAY_TENANTS_H
 
@@ -39,6 +41,7 @@ struct sc_relay_tenant {
     int held;                /* its batches claimed and not yet settled */
     int gone;                /* discovery no longer finds it: freed once held is 0 */
     long long pending, age_ms; /* its backlog as last counted */
+    int counted_empty;       /* its last count found nothing and no claim found rows since */
 };
 
 struct sc_relay_discovery;
