@@ -346,8 +346,9 @@ static const struct field tenants_fields[] = {
              "([contract.md](contract.md#the-relay-with-tenants))"},
     {.key = "discover_ms", .type = F_INT, .off = TEN(discover_ms), .min = 1000, .max = 3600000,
      .def_int = 30000,
-     .help = "with `discover`: how often the relay lists the tenant databases again (a new one "
-             "joins the round, one gone is dropped after its batch in hand)"},
+     .help = "with `discover`: how often the relay lists the tenant databases again, on a "
+             "thread of its own beside the claims (a new one joins the round, one gone is dropped "
+             "after its batch in hand)"},
     {.key = "metrics_top", .type = F_INT, .off = TEN(metrics_top), .min = 0, .max = 1000,
      .def_int = 10,
      .help = "per-tenant metric series only for this many tenants, those with the largest backlog "

@@ -116,13 +116,17 @@ json_t *sc_console_outbox_rows(struct sc_console *con, int tenant, const char *s
 json_t *sc_console_event(struct sc_console *con, int tenant, const char *id, unsigned *status);
 json_t *sc_console_aggregate(struct sc_console *con, int tenant, const char *type, const char *id,
                              const char *after, int limit, unsigned *status);
-json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset, int limit,
-                       unsigned *status);
-json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *status);
+/* The dead-letter reads (console_live_dlq.c). tenant: a tenants.list name
+ * (?tenant=NAME) to keep only the dead letters whose x-sidecar-tenant is
+ * it, or NULL for every one. */
+json_t *sc_console_dlq(struct sc_console *con, const char *consumer, const char *tenant, int offset,
+                       int limit, unsigned *status);
+json_t *sc_console_dlq_find(struct sc_console *con, const char *id, const char *tenant,
+                            unsigned *status);
 
 /* console_action.c: who names the caller (token name and address). */
-json_t *sc_console_replay(struct sc_console *con, const char *who, const json_t *req,
-                          unsigned *status);
+json_t *sc_console_replay(struct sc_console *con, const char *who, const char *tenant,
+                          const json_t *req, unsigned *status);
 json_t *sc_console_set_pending(struct sc_console *con, int tenant, const char *who,
                                const json_t *req, unsigned *status);
 

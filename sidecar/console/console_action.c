@@ -101,8 +101,8 @@ static int plain_id(const char *s)
     return 1;
 }
 
-json_t *sc_console_replay(struct sc_console *con, const char *who, const json_t *req,
-                          unsigned *status)
+json_t *sc_console_replay(struct sc_console *con, const char *who, const char *tenant,
+                          const json_t *req, unsigned *status)
 {
     const char *consumer = json_string_value(json_object_get(req, "consumer"));
     const char *id = json_string_value(json_object_get(req, "event_id"));
@@ -114,6 +114,12 @@ json_t *sc_console_replay(struct sc_console *con, const char *who, const json_t 
         return refuse(400, "say which: \"event_id\": ID or \"all\": true", status);
     if (id && !plain_id(id))
         return refuse(400, "event_id: printable, no spaces, at most 255 bytes", status);
+    /* `dlq replay --all` is every tenant's: not what a page showing one
+     * tenant's dead letters would mean by it. */
+    if (all && tenant)
+        return refuse(400, "all: `sidecar dlq replay --all` replays every tenant's dead letters of "
+                      "the consumer; use it without ?tenant, or replay this tenant's one by one",
+                      status);
     if (pthread_mutex_trylock(&con->action_lock))
         return refuse(409, "another action is running; try again when it has finished", status);
     char *argv[] = {con->exe, "dlq", "-c", con->config_path, "replay", (char *)k->name,

@@ -106,6 +106,12 @@ static const char *arg(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* The tenants.list name of a request's tenant index, or NULL for none. */
+static const char *tenant_name(const struct sc_console *con, int tenant)
+{
+    return tenant >= 0 ? con->cfg->tenants.list[tenant] : NULL;
+}
+
 static int int_arg(struct MHD_Connection *c, const char *name, int def)
 {
     const char *v = arg(c, name);
@@ -233,10 +239,10 @@ static enum MHD_Result action(struct sc_console_http *h, struct MHD_Connection *
     unsigned status = 500;
     int tenant = -1;
     json_t *out = NULL;
-    if (strcmp(url, "/api/dlq/replay") == 0)
-        out = sc_console_replay(con, by, req, &status);
-    else if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status) == 0)
-        out = sc_console_set_pending(con, tenant, by, req, &status);
+    if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status) == 0)
+        out = strcmp(url, "/api/dlq/replay") == 0
+                  ? sc_console_replay(con, by, tenant_name(con, tenant), req, &status)
+                  : sc_console_set_pending(con, tenant, by, req, &status);
     json_decref(req);
     if (out)
         json_object_set_new(out, "by", json_string(who));
@@ -318,10 +324,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         out = sc_console_aggregate(con, tenant, arg(c, "type"), arg(c, "id"), arg(c, "after"),
                                    int_arg(c, "limit", 50), &status);
     else if (strcmp(url, "/api/dlq") == 0)
-        out = sc_console_dlq(con, arg(c, "consumer"), int_arg(c, "offset", 0),
-                             int_arg(c, "limit", 20), &status);
+        out = sc_console_dlq(con, arg(c, "consumer"), tenant_name(con, tenant),
+                             int_arg(c, "offset", 0), int_arg(c, "limit", 20), &status);
     else if (strcmp(url, "/api/dlq/find") == 0)
-        out = sc_console_dlq_find(con, arg(c, "id"), &status);
+        out = sc_console_dlq_find(con, arg(c, "id"), tenant_name(con, tenant), &status);
     else
         return send_error(c, 404, "not found: see docs/operations.md for the console's API");
     return send_json(c, status, out);

@@ -1,7 +1,10 @@
 /* The console's broker reads made for one request: a page of a
  * dead-letter queue, and a search of every dead-letter queue for an id.
  * Each is bounded: it looks at most DLQ_WINDOW messages of a queue, without
- * acking them, and cuts every body to a stated size. */
+ * acking them, and cuts every body to a stated size. With a tenant chosen
+ * both keep only the dead letters whose x-sidecar-tenant header names it
+ * (a page then counts the tenant's dead letters, in queue order, and says
+ * whether the window holds more of them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 #include "console_text.h"
 #include "admin/dlq_browse.h"
 #include "consume/republish.h"
+#include "envelope/sidecar_headers.h"
 #include "envelope/uuid_text.h"
 #include "io/amqp_conn.h"
 #include "io/sc_rabbitmq.h"
@@ -104,6 +108,26 @@ static json_t *message_json(const amqp_message_t *m, const struct sc_consumer_co
     return o;
 }
 
+/* 1 when m's x-sidecar-tenant header is tenant (or no tenant is asked). */
+static int of_tenant(const amqp_message_t *m, const char *tenant)
+{
+    if (!tenant)
+        return 1;
+    const amqp_basic_properties_t *p = &m->properties;
+    if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
+        return 0;
+    size_t n = strlen(tenant), hl = strlen(SC_H_TENANT);
+    for (int i = 0; i < p->headers.num_entries; i++) {
+        const amqp_table_entry_t *e = &p->headers.entries[i];
+        if (e->key.len != hl || memcmp(e->key.bytes, SC_H_TENANT, hl) != 0)
+            continue;
+        const amqp_field_value_t *v = &e->value;
+        return (v->kind == AMQP_FIELD_KIND_UTF8 || v->kind == AMQP_FIELD_KIND_BYTES) &&
+               v->value.bytes.len == n && memcmp(v->value.bytes.bytes, tenant, n) == 0;
+    }
+    return 0;
+}
+
 /* Looks at the first `window` messages of queue without acking them (they
  * go back when the connection closes): each is passed to visit, which
  * returns 1 to stop early. Returns the number looked at, or -1 with err. */
@@ -148,14 +172,27 @@ struct page {
     int offset, limit;
     json_t *list;
     const struct sc_consumer_config *k;
+    const char *tenant;
+    int matched; /* the tenant's dead letters seen so far */
+    int more;    /* one more of them past the page */
 };
 
+/* Without a tenant the page is positions [offset, offset + limit); with one
+ * it is the tenant's dead letters number offset to offset + limit - 1, and
+ * one more is looked for to say whether a next page exists. */
 static int visit_page(const amqp_message_t *m, int position, void *arg)
 {
     struct page *pg = arg;
-    if (position >= pg->offset)
+    if (!of_tenant(m, pg->tenant))
+        return 0;
+    int nth = pg->matched++;
+    if (nth >= pg->offset + pg->limit) {
+        pg->more = 1;
+        return 1;
+    }
+    if (nth >= pg->offset)
         json_array_append_new(pg->list, message_json(m, pg->k, position, BODY_SHOWN));
-    return position + 1 >= pg->offset + pg->limit;
+    return !pg->tenant && nth + 1 >= pg->offset + pg->limit;
 }
 
 /* A broker connection for one request, or NULL with *out set (busy or
@@ -188,8 +225,8 @@ static void amqp_done(struct sc_console *con, struct sc_amqp *a)
     atomic_fetch_sub(&con->amqp_busy, 1);
 }
 
-json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset, int limit,
-                       unsigned *status)
+json_t *sc_console_dlq(struct sc_console *con, const char *consumer, const char *tenant, int offset,
+                       int limit, unsigned *status)
 {
     const struct sc_consumer_config *k = consumer ? sc_config_consumer(con->cfg, consumer) : NULL;
     if (!k) {
@@ -210,13 +247,14 @@ json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset,
     if (amqp_open(con, &a, &out, status))
         return out;
     char err[400] = "";
-    struct page pg = {offset, limit, json_array(), k};
+    struct page pg = {.offset = offset, .limit = limit, .list = json_array(), .k = k, .tenant = tenant};
     /* The depth first: the page says "51-100 of N". */
     amqp_queue_declare_ok_t *d = amqp_queue_declare(a.conn, SC_AMQP_CHANNEL,
                                                     amqp_cstring_bytes(k->dead_letter_queue), 1, 0,
                                                     0, 0, amqp_empty_table);
     long long depth = d ? (long long)d->message_count : -1;
-    int n = d ? browse(&a, k->dead_letter_queue, offset + limit, visit_page, &pg, err, sizeof err) : -1;
+    int n = d ? browse(&a, k->dead_letter_queue, tenant ? DLQ_WINDOW : offset + limit, visit_page,
+                       &pg, err, sizeof err) : -1;
     if (!d)
         snprintf(err, sizeof err, "queue %s cannot be read (does it exist? may this user read it?)",
                  k->dead_letter_queue);
@@ -229,9 +267,15 @@ json_t *sc_console_dlq(struct sc_console *con, const char *consumer, int offset,
         return json_pack("{s:s}", "error", msg);
     }
     *status = 200;
-    return json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:o}", "consumer", k->name, "queue",
-                     k->dead_letter_queue, "depth", (json_int_t)depth, "offset", offset, "limit",
-                     limit, "window", DLQ_WINDOW, "messages", pg.list);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:o}", "consumer", k->name, "queue",
+                          k->dead_letter_queue, "depth", (json_int_t)depth, "offset", offset,
+                          "limit", limit, "window", DLQ_WINDOW, "messages", pg.list);
+    json_object_set_new(o, "tenant", tenant ? json_string(tenant) : json_null());
+    if (tenant) {
+        json_object_set_new(o, "looked_at", json_integer(n));
+        json_object_set_new(o, "more", json_boolean(pg.more));
+    }
+    return o;
 }
 
 struct find {
@@ -240,12 +284,15 @@ struct find {
     const char *id;
     json_t *hits;
     const struct sc_consumer_config *k;
+    const char *tenant;
 };
 
 /* The id the logs show, the id as the message wrote it, or the message_id. */
 static int visit_find(const amqp_message_t *m, int position, void *arg)
 {
     struct find *f = arg;
+    if (!of_tenant(m, f->tenant))
+        return 0;
     char eid[72], *raw, c[37];
     sc_dlq_event_id(m, f->k, eid, &raw);
     const char *want = f->is_uuid ? f->canon : f->id;
@@ -262,7 +309,8 @@ static int visit_find(const amqp_message_t *m, int position, void *arg)
     return 0;
 }
 
-json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *status)
+json_t *sc_console_dlq_find(struct sc_console *con, const char *id, const char *tenant,
+                            unsigned *status)
 {
     if (!id || !id[0] || strlen(id) > 255) {
         *status = 400;
@@ -272,7 +320,7 @@ json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *st
     json_t *out;
     if (amqp_open(con, &a, &out, status))
         return out;
-    struct find f = {.id = id, .hits = json_array()};
+    struct find f = {.id = id, .hits = json_array(), .tenant = tenant};
     f.is_uuid = sc_uuid_canonical(id, strlen(id), f.canon) == 0;
     json_t *searched = json_array(), *errors = json_array();
     for (size_t i = 0; i < con->cfg->n_consumers; i++) {
@@ -296,6 +344,7 @@ json_t *sc_console_dlq_find(struct sc_console *con, const char *id, unsigned *st
     }
     amqp_done(con, &a);
     *status = 200;
-    return json_pack("{s:s, s:o, s:o, s:o, s:i}", "query", id, "hits", f.hits, "searched",
-                     searched, "errors", errors, "window", DLQ_WINDOW);
+    return json_pack("{s:s, s:o, s:o, s:o, s:i, s:o}", "query", id, "hits", f.hits, "searched",
+                     searched, "errors", errors, "window", DLQ_WINDOW, "tenant",
+                     tenant ? json_string(tenant) : json_null());
 }

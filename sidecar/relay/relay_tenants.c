@@ -46,8 +46,10 @@ int sc_relay_tenants_init(struct sc_relay_tenants *ts, const struct sc_config *c
             sc_relay_tenants_free(ts);
             return -1;
         }
-    if (ts->discover)
-        sc_relay_discover_refresh(ts, sc_now_ms());
+    if (ts->discover && sc_relay_discover_start(ts)) {
+        sc_relay_tenants_free(ts);
+        return -1;
+    }
     atomic_store(&m->tenants, ts->live);
     return 0;
 }
@@ -128,13 +130,13 @@ void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i)
 
 void sc_relay_tenants_free(struct sc_relay_tenants *ts)
 {
+    sc_relay_discover_free(ts); /* its thread first: nothing of it outlives the config */
     for (int i = 0; ts->t && i < ts->n; i++)
         if (ts->t[i]) {
             sc_relay_db_free(&ts->t[i]->db);
             sc_tenant_urls_free(ts->t[i]->urls, ts->t[i]->n_urls);
             free(ts->t[i]);
         }
-    sc_relay_discover_free(ts);
     free(ts->t);
     free(ts->values);
     free(ts->binds);
@@ -224,8 +226,8 @@ static void sweep(struct sc_relay_tenants *ts, int64_t now)
 }
 
 /* Counts t's backlog on its open session when due (rate-limited by the
- * relay_db's own gauge clock). */
-static void count_backlog(struct sc_relay_tenants *ts, struct sc_relay_tenant *t)
+ * relay_db's own gauge clock). claimed: the claim just made found rows. */
+static void count_backlog(struct sc_relay_tenants *ts, struct sc_relay_tenant *t, int claimed)
 {
     atomic_store(&ts->scratch.pending, -1);
     sc_relay_db_refresh_gauges(&t->db, &t->db.db, &ts->scratch);
@@ -233,6 +235,9 @@ static void count_backlog(struct sc_relay_tenants *ts, struct sc_relay_tenant *t
     if (p >= 0) {
         t->pending = p;
         t->age_ms = atomic_load(&ts->scratch.oldest_pending_age_ms);
+        t->counted_empty = p == 0;
+    } else if (claimed) {
+        t->counted_empty = 0; /* counted at its next claim the clock allows */
     }
 }
 
@@ -290,7 +295,7 @@ static void clear_rows(struct sc_relay_row *rows, int max)
 int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *rows, int max)
 {
     if (ts->discover)
-        sc_relay_discover_refresh(ts, sc_now_ms());
+        sc_relay_discover_refresh(ts);
     sweep(ts, sc_now_ms());
     for (int k = 0; k < ts->n; k++) {
         int i = (ts->cursor + k) % ts->n;
@@ -335,12 +340,11 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
             continue;
         }
         tenant_healthy(ts, t);
-        if (n > 0 || ts->per_aggregate) {
-            count_backlog(ts, t);
-        } else {
-            t->pending = 0; /* nothing claimable: no query for an idle tenant */
-            t->age_ms = 0;
-        }
+        /* An idle tenant, counted empty and claimed from in vain since,
+         * costs no query: only a tenant with rows (found by a claim or by
+         * its last count, another relay's leased ones too) is counted. */
+        if (n > 0 || ts->per_aggregate || !t->counted_empty)
+            count_backlog(ts, t, n > 0);
         if (n == 0) {
             /* Under per_aggregate a batch of its own in hand may hold back
              * every successor: claimable again once that batch is marked. */

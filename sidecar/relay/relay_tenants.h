@@ -12,15 +12,16 @@
  * and close after tenants.idle_close_ms unused. A batch's marks go to its
  * own tenant's database, whatever was claimed since.
  *
- * Backlog gauges: a tenant whose last claim found nothing counts 0 rows
- * pending without a query (so idle tenants cost only their claims); a
- * busy one is counted by its own session at most once per 5 s (longer
- * when the count is slow). The totals and the top tenants.metrics_top go
- * to the metrics once a second. */
+ * Backlog gauges: each tenant is counted by its own session (rows PENDING
+ * or PUBLISHING, another relay's leased ones too) at its first claim, then
+ * at most once per 5 s (longer when the count is slow) while it has rows:
+ * a claim found some, or its last count did. One counted empty whose
+ * claims have found nothing since is not counted again (0, no query), so
+ * idle tenants cost only their claims. The totals and the top
+ * tenants.metrics_top go to the metrics once a second. */
 #ifndef SC_RELAY_TENANTS_H
 #define SC_RELAY_TENANTS_H
 
-#include <regex.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -40,7 +41,10 @@ struct sc_relay_tenant {
     int held;                /* its batches claimed and not yet settled */
     int gone;                /* discovery no longer finds it: freed once held is 0 */
     long long pending, age_ms; /* its backlog as last counted */
+    int counted_empty;       /* its last count found nothing and no claim found rows since */
 };
+
+struct sc_relay_discovery;
 
 struct sc_relay_tenants {
     struct sc_relay_tenant **t; /* NULL: a free slot (a row names its tenant by index) */
@@ -60,9 +64,7 @@ struct sc_relay_tenants {
     struct sc_tenant_value *values; /* the gauges' copy, cap of them */
     /* tenants.discover (relay_discover.c) */
     int discover, discover_ms;
-    int64_t next_discover_ms;
-    regex_t names;
-    int names_ok;
+    struct sc_relay_discovery *discovery; /* its listing thread and hand-over */
     char **refused;          /* database names whose refusal was logged */
     size_t n_refused;
     unsigned discover_err;   /* 0 while the last listing worked: its failure is logged once */
@@ -100,9 +102,18 @@ int sc_relay_tenants_add(struct sc_relay_tenants *ts, const char *name);
  * hand, else by the first sweep after its last batch is done. */
 void sc_relay_tenants_drop(struct sc_relay_tenants *ts, int i);
 
-/* relay_discover.c: lists the tenant databases when due (at start, then
- * every tenants.discover_ms) and adds and drops tenants to match. */
-void sc_relay_discover_refresh(struct sc_relay_tenants *ts, int64_t now);
+/* relay_discover.c. The listing runs on a thread of its own, never on the
+ * relay's: a server that does not answer holds only that thread. Start
+ * lists once on the calling thread (the tenants at start), then starts the
+ * thread, which lists again every tenants.discover_ms and leaves each
+ * result under a mutex. Returns 0, or -1 (the thread could not start). */
+int sc_relay_discover_start(struct sc_relay_tenants *ts);
+/* Between claims: takes the thread's latest listing, if one came since the
+ * last call, and adds and drops tenants to match. Never waits for a
+ * listing. */
+void sc_relay_discover_refresh(struct sc_relay_tenants *ts);
+/* Stops the thread (waiting out a listing under way: at most one connect
+ * or statement timeout) and frees what discovery holds. */
 void sc_relay_discover_free(struct sc_relay_tenants *ts);
 
 #endif

@@ -559,6 +559,55 @@ class GateProxy(_MySQLProxy):
         _pump(link.client, link.server)
 
 
+class StallProxy:
+    """Forwards to MariaDB until stall(): then every new connection is
+    accepted and sent nothing, not even the server's greeting (a node that
+    does not answer its connects: the client waits out its connect
+    timeout), while the connections already open go on as before, until
+    resume(). held counts the connections it left waiting."""
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        self.sock, self.port = _loopback_listener()
+        self.lock = threading.Lock()
+        self.stalled = False
+        self.held = 0
+        self.waiting = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self):
+        with self.lock:
+            self.stalled = True
+
+    def resume(self):
+        with self.lock:
+            self.stalled = False
+            socks, self.waiting = self.waiting, []
+        for c in socks:
+            _shut(c)
+            c.close()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.stalled:
+                    self.held += 1
+                    self.waiting.append(c)
+                    continue
+            s = socket.create_connection(self.target)
+            threading.Thread(target=_pump, args=(c, s), daemon=True).start()
+            threading.Thread(target=_pump, args=(s, c), daemon=True).start()
+
+    def url(self, role="RELAY"):
+        """role's URL (sql/grants/) pointed at the proxy."""
+        import re
+        return re.sub(r"@127\.0\.0\.1:\d+/", f"@127.0.0.1:{self.port}/", os.environ[f"SC_TEST_MYSQL_{role}_URL"])
+
+
 class CancelDroppingAmqpProxy:
     """A loopback listener in front of a RabbitMQ node that forwards both
     ways, reads the broker's frames and, while dropping is on, swallows

@@ -187,6 +187,15 @@ async function tenantsPlan(page) {
   }, plan.acme, 15000);
   check(selected, "choosing acme shows acme's counts, the selector on acme",
         await page.evaluate(() => location.search + ' ' + document.getElementById('outbox-cards').innerText));
+  const dlq = await waitFor(page, (want) => {
+    const ids = [...document.querySelectorAll('#dlq tbody tr')].map((tr) => tr.dataset.event);
+    return JSON.stringify(ids) === JSON.stringify(want)
+      && /tenant acme's dead letters 1–3/.test(document.getElementById('dlq-status').textContent)
+      && document.getElementById('dlq-replay-all').disabled;
+  }, plan.dlq_acme, 15000);
+  check(dlq, "with acme chosen the dead letters are acme's only, and replay all is off",
+        await page.evaluate(() => document.getElementById('dlq-status').textContent + ' '
+          + document.querySelector('#dlq tbody').innerText));
   const r = await page.goto(plan.url + '?tenant=initech', {waitUntil: 'domcontentloaded'});
   const text = await page.evaluate(() => document.body.innerText);
   check(r.status() === 404 && text.includes('not in tenants.list'), 'an unknown tenant gets a 404 page saying why',

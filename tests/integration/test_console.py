@@ -9,106 +9,35 @@ and a dead database and broker show as such instead of a hanging page.
 Screenshots go to $SC_ARTIFACTS (the build's artifacts/console)."""
 import re
 import secrets
-import urllib.error
 import urllib.parse
 import uuid
-import urllib.request
 
+import console_common
+from console_common import ARTIFACTS, browser
 from harness import *
-from node_deps import node_modules
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHROMIUM = os.environ.get("SC_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = os.environ.get("SC_ARTIFACTS") or tempfile.mkdtemp(prefix="sc-console-shots-")
-if not os.path.exists(CHROMIUM):
-    bail(f"{CHROMIUM} is missing (Debian: chromium; tests/install-deps installs it)")
-NODE = node_modules()
 for old in ("console-overview.png", "console-find.png", "console-dead-servers.png"):
     if os.path.exists(os.path.join(ARTIFACTS, old)):  # a screenshot is only ever of this run
         os.remove(os.path.join(ARTIFACTS, old))
 
 
-class Console:
-    """`sidecar console` with its own config; logs per run like Sidecar."""
+class Console(console_common.Console):
+    """The console over consumers, as the admin user (least privilege,
+    sql/grants/admin.sql), with a token file when token is given."""
 
     def __init__(self, consumers, token=None, mysql_url=None, amqp_url=None, env=None):
-        self.dir = tempfile.mkdtemp(prefix="sc-console-")
-        self.config = {"amqp": {"url": amqp_url or os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
-                       # least privilege: the admin user (sql/grants/admin.sql)
-                       "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_ADMIN_URL"]},
-                       "consumers": consumers,
-                       "console": {"listen": "127.0.0.1:0", "sample_ms": 1000}}
+        d = tempfile.mkdtemp(prefix="sc-console-")
+        config = {"amqp": {"url": amqp_url or os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
+                  "mysql": {"url": mysql_url or os.environ["SC_TEST_MYSQL_ADMIN_URL"]},
+                  "consumers": consumers,
+                  "console": {"listen": "127.0.0.1:0", "sample_ms": 1000}}
         if token:
-            path = os.path.join(self.dir, "tokens")
+            path = os.path.join(d, "tokens")
             with open(path, "w") as f:
                 f.write(f"# operators\nalice:{token}\n")
             os.chmod(path, 0o600)
-            self.config["console"]["token_file"] = path
-        self.config_path = os.path.join(self.dir, "console.json")
-        with open(self.config_path, "w") as f:
-            json.dump(self.config, f)
-        self.env = dict(os.environ)
-        self.env.update(env or {})
-        self.log_paths = []
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        self.proc = spawn(self, "console")
-        import re
-
-        def port():
-            for l in self.lines():
-                m = re.match(r"console: listening on 127\.0\.0\.1:(\d+)", l.get("msg", ""))
-                if m:
-                    return int(m.group(1))
-            return None
-        self.port = wait_until(lambda: port() or (self.proc.poll() is not None and -1), timeout=20)
-        if not self.port or self.port < 0:
-            diag("console did not start: " + self.text()[-2000:])
-            return False
-        return True
-
-    def url(self, path=""):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def request(self, path, method="GET", body=None, headers=None, timeout=15):
-        """(status, headers, parsed JSON or text)"""
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url(path), data=data, method=method, headers=headers or {})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                status, hdrs, raw = r.status, dict(r.headers), r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, hdrs, raw = e.code, dict(e.headers), e.read().decode()
-        try:
-            return status, hdrs, json.loads(raw)
-        except ValueError:
-            return status, hdrs, raw
-
-    lines = Sidecar.lines
-    text = Sidecar.text
-    stop = Sidecar.stop
-
-
-def browser(plan):
-    path = os.path.join(tempfile.mkdtemp(prefix="sc-plan-"), "plan.json")
-    plan = dict(plan, chromium=CHROMIUM, screenshots=ARTIFACTS)
-    with open(path, "w") as f:
-        json.dump(plan, f)
-    p = subprocess.run(["node", os.path.join(HERE, "test_console.js"), path],
-                       env=dict(os.environ, NODE_PATH=NODE), capture_output=True, text=True, timeout=240)
-    results = []
-    for line in p.stdout.splitlines():
-        try:
-            results.append(json.loads(line))
-        except ValueError:
-            diag("node: " + line)
-    for r in results:
-        ok(r["ok"], "browser: " + r["label"], detail=r.get("detail"))
-    if not results:
-        ok(False, "the browser run produced results", detail=p.stderr[-2000:])
-    return results
+            config["console"]["token_file"] = path
+        super().__init__(config, env, dir=d)
 
 
 def db_counts():

@@ -5,91 +5,17 @@ overview's table shows each tenant's PENDING and FAILED counts as inserted,
 in tenants.list is a 404 page before any query, requests cost no statement
 (the tenants are read by the sampler, one statement a tenant a sample), and
 a tenant whose database is dropped shows as unreachable while the other
-still shows, the page answering at once. In a real browser too
-(test_console.js, plan "tenants")."""
+still shows, the page answering at once. With a tenant chosen the
+dead-letter list and Find keep only that tenant's dead letters (by
+x-sidecar-tenant), paged among themselves, and replay all (every tenant's)
+is refused. In a real browser too (test_console.js, plan "tenants")."""
 import re
 import secrets
-import urllib.error
-import urllib.request
 
+from console_common import Console, browser
 from harness import *
 from tenants_common import PREFIX, ROOT, _root, _statements, drop_tenant_db, insert_tenant_outbox, \
     make_tenant_db, tenant_query
-from node_deps import node_modules
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHROMIUM = os.environ.get("SC_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = os.environ.get("SC_ARTIFACTS") or tempfile.mkdtemp(prefix="sc-console-shots-")
-if not os.path.exists(CHROMIUM):
-    bail(f"{CHROMIUM} is missing (Debian: chromium; tests/install-deps installs it)")
-NODE = node_modules()
-
-
-class Console:
-    """`sidecar console` with its own config (as test_console.py's)."""
-
-    def __init__(self, config, env=None):
-        self.dir = tempfile.mkdtemp(prefix="sc-console-")
-        self.config = config
-        self.config_path = os.path.join(self.dir, "console.json")
-        with open(self.config_path, "w") as f:
-            json.dump(config, f)
-        self.env = dict(os.environ)
-        self.env.update(env or {})
-        self.log_paths = []
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        self.proc = spawn(self, "console")
-
-        def port():
-            for l in self.lines():
-                m = re.match(r"console: listening on 127\.0\.0\.1:(\d+)", l.get("msg", ""))
-                if m:
-                    return int(m.group(1))
-            return None
-        self.port = wait_until(lambda: port() or (self.proc.poll() is not None and -1), timeout=20)
-        return bool(self.port and self.port > 0)
-
-    def url(self, path=""):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def request(self, path, method="GET", body=None, headers=None, timeout=15):
-        """(status, headers, parsed JSON or text)"""
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url(path), data=data, method=method, headers=headers or {})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                status, hdrs, raw = r.status, dict(r.headers), r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, hdrs, raw = e.code, dict(e.headers), e.read().decode()
-        try:
-            return status, hdrs, json.loads(raw)
-        except ValueError:
-            return status, hdrs, raw
-
-    lines = Sidecar.lines
-    text = Sidecar.text
-    stop = Sidecar.stop
-
-
-def browser(plan):
-    path = os.path.join(tempfile.mkdtemp(prefix="sc-plan-"), "plan.json")
-    with open(path, "w") as f:
-        json.dump(dict(plan, chromium=CHROMIUM, screenshots=ARTIFACTS), f)
-    p = subprocess.run(["node", os.path.join(HERE, "test_console.js"), path],
-                       env=dict(os.environ, NODE_PATH=NODE), capture_output=True, text=True, timeout=240)
-    results = []
-    for line in p.stdout.splitlines():
-        try:
-            results.append(json.loads(line))
-        except ValueError:
-            diag("node: " + line)
-    for r in results:
-        ok(r["ok"], "browser: " + r["label"], detail=r.get("detail"))
-    if not results:
-        ok(False, "the browser run produced results", detail=p.stderr[-2000:])
 
 TENANTS = ["acme", "globex"]
 
@@ -120,6 +46,30 @@ tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id
              (globex_ids[0], globex_ids[1]))
 want = {"acme": (7, 0), "globex": (3, 2)}
 
+# Dead letters of one consumer's queue, of both tenants and of none (a
+# delivery without a tenant), interleaved: acme's at positions 0, 3 and 5.
+DLQ_CONSUMER = "ct-" + suffix()
+dlq_queue = DLQ_CONSUMER + ".dlq"
+dead = {"acme": [], "globex": [], None: []}
+conn = amqp()
+ch = conn.channel()
+ch.queue_declare(DLQ_CONSUMER, durable=True)
+ch.queue_declare(dlq_queue, durable=True)
+ch.confirm_delivery()
+for t in ("acme", "globex", None, "acme", "globex", "acme"):
+    eid = str(uuid.uuid4())
+    dead[t].append(eid)
+    headers = {"x-sidecar-reason": "handler rejected" if t else "no tenant: extension tenant missing",
+               "x-sidecar-consumer": DLQ_CONSUMER, "x-sidecar-attempts": 1}
+    if t:
+        headers["x-sidecar-tenant"] = t
+    body = json.loads(event_body(eid))
+    if t:
+        body["tenant"] = t
+    ch.basic_publish("", dlq_queue, json.dumps(body), pika.BasicProperties(
+        content_type="application/cloudevents+json", delivery_mode=2, message_id=eid, headers=headers))
+conn.close()
+
 admin_url = os.environ["SC_TEST_MYSQL_ADMIN_URL"]
 token = secrets.token_hex(16)
 token_path = os.path.join(tempfile.mkdtemp(prefix="sc-console-tok-"), "tokens")
@@ -127,7 +77,9 @@ with open(token_path, "w") as f:
     f.write(f"alice:{token}\n")
 os.chmod(token_path, 0o600)
 con = Console({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5},
-               "mysql": {"url": admin_url}, "consumers": [],
+               "mysql": {"url": admin_url},
+               "consumers": [{"name": DLQ_CONSUMER, "queue": DLQ_CONSUMER, "handler": HANDLER,
+                              "bindings": [{"exchange": "ex-" + DLQ_CONSUMER, "routing_key": "#"}]}],
                "console": {"listen": "127.0.0.1:0", "sample_ms": 1000, "token_file": token_path},
                "tenants": {"key": "extension:tenant", "list": TENANTS,
                            "database_url": re.sub(r"/app$", "/" + PREFIX + "{tenant}", admin_url)}},
@@ -199,6 +151,43 @@ tenant_query("globex", "UPDATE outbox_event SET status = 'FAILED' WHERE event_id
 status, _, r = con.request("/api/outbox/pending?tenant=initech", "POST", {"event_id": globex_ids[0]}, auth)
 is_eq(status, 404, "an action naming a tenant not in tenants.list: 404")
 
+# Dead letters with a tenant chosen: that tenant's only (x-sidecar-tenant),
+# in queue order, paged among themselves; the depth stays the queue's.
+def dlq(query_string):
+    return con.request(f"/api/dlq?consumer={DLQ_CONSUMER}&" + query_string)
+
+
+status, _, d = dlq("tenant=acme")
+ok(status == 200 and d.get("tenant") == "acme" and [m["event_id"] for m in d["messages"]] == dead["acme"]
+   and [m["position"] for m in d["messages"]] == [0, 3, 5] and d["depth"] == 6 and d["more"] is False
+   and d["looked_at"] == 6, "the DLQ with ?tenant=acme: acme's 3 dead letters at their queue positions, "
+   "depth 6 (every tenant's)", detail=d)
+ok(all(m["headers"].get("x-sidecar-tenant") == "acme" for m in d["messages"]),
+   "each of them carries x-sidecar-tenant acme", detail=d)
+status, _, d = dlq("tenant=globex")
+is_eq([m["event_id"] for m in d.get("messages", [])], dead["globex"], "with ?tenant=globex: globex's 2")
+status, _, d = dlq("offset=0")
+is_eq((len(d.get("messages", [])), d.get("tenant")), (6, None),
+      "without ?tenant: all 6, the one without a tenant too")
+status, _, d = dlq("tenant=acme&limit=2")
+ok([m["event_id"] for m in d["messages"]] == dead["acme"][:2] and d["more"] is True,
+   "a page of 2 of acme's: the first two, more follow", detail=d)
+status, _, d = dlq("tenant=acme&limit=2&offset=2")
+ok([m["event_id"] for m in d["messages"]] == dead["acme"][2:] and d["more"] is False,
+   "the next page: the third, none after it", detail=d)
+status, _, f = con.request(f"/api/dlq/find?id={dead['globex'][0]}&tenant=acme")
+ok(status == 200 and f["hits"] == [] and f["tenant"] == "acme", "Find with ?tenant=acme: globex's dead letter "
+   "is not among acme's", detail=f)
+status, _, f = con.request(f"/api/dlq/find?id={dead['globex'][0]}&tenant=globex")
+ok(status == 200 and [h["event_id"] for h in f["hits"]] == [dead["globex"][0]], "and is found with ?tenant=globex",
+   detail=f)
+status, _, f = con.request(f"/api/dlq/find?id={dead[None][0]}")
+is_eq([h["event_id"] for h in f.get("hits", [])], dead[None], "the one without a tenant is found without ?tenant")
+status, _, r = con.request("/api/dlq/replay?tenant=acme", "POST", {"consumer": DLQ_CONSUMER, "all": True}, auth)
+ok(status == 400 and "every tenant" in r.get("error", ""), "replay all with ?tenant=acme: refused (400), it "
+   "would replay every tenant's", detail=r)
+is_eq(queue_depth(dlq_queue), 6, "and nothing left the dead-letter queue")
+
 # A name that is not a tenant: refused before any query.
 before = len(con.lines())
 status, _, r = overview(con, "initech")
@@ -253,7 +242,7 @@ ok(status in (500, 503) and "database" in r.get("error", ""), "a list of the dro
    detail=r)
 
 browser({"mode": "tenants", "url": con.url("/"), "tenants": TENANTS, "acme": {"PENDING": 7, "FAILED": 0},
-         "unreachable": "globex"})
+         "unreachable": "globex", "dlq_acme": dead["acme"]})
 make_tenant_db("globex")
 grant_admin("globex")
 ok(wait_until(lambda: (row_of(overview(con)[2], "globex") or {}).get("state") == "ok", timeout=15),
@@ -263,4 +252,9 @@ ok(wait_until(lambda: any(l.get("msg") == "console: tenant globex answers again"
 is_eq(con.stop(), 0, "the console stops cleanly")
 for t in TENANTS:
     drop_tenant_db(t)
+conn = amqp()
+ch = conn.channel()
+ch.queue_delete(dlq_queue)
+ch.queue_delete(DLQ_CONSUMER)
+conn.close()
 done()

@@ -195,6 +195,12 @@
       : 'Replays and setting FAILED rows PENDING need one of the tokens of console.token_file. '
         + 'The token stays in this tab only (sessionStorage).';
     for (const b of document.querySelectorAll('button.action')) b.disabled = o.read_only;
+    // `dlq replay --all` is every tenant's: not offered while one is chosen.
+    const all = $('dlq-replay-all');
+    if (TENANT !== null) {
+      all.disabled = true;
+      all.title = "Replay all replays every tenant's dead letters of the consumer: choose every tenant to use it";
+    }
 
     const cards = $('outbox-cards');
     clear(cards);
@@ -390,11 +396,19 @@
         el('td', {}, btn)));
     }
     const shown = r.messages.length;
-    setStatus('dlq-status', shown
-      ? `${r.queue}: ${dlqOffset + 1}–${dlqOffset + shown} of ${r.depth}`
-      : `${r.queue}: empty (${r.depth} messages)`);
+    // With a tenant: only its dead letters (x-sidecar-tenant), counted
+    // among the first r.looked_at of the queue; the depth is every tenant's.
+    if (r.tenant) {
+      setStatus('dlq-status', shown
+        ? `${r.queue}: tenant ${r.tenant}'s dead letters ${dlqOffset + 1}–${dlqOffset + shown}${r.more ? ' (more follow)' : ''}, among the first ${r.looked_at} of ${r.depth} (every tenant's)`
+        : `${r.queue}: none of tenant ${r.tenant}'s${dlqOffset ? ' past ' + dlqOffset : ''} among the first ${r.looked_at} of ${r.depth} (every tenant's)`);
+    } else {
+      setStatus('dlq-status', shown
+        ? `${r.queue}: ${dlqOffset + 1}–${dlqOffset + shown} of ${r.depth}`
+        : `${r.queue}: empty (${r.depth} messages)`);
+    }
     $('dlq-prev').disabled = dlqOffset === 0;
-    $('dlq-next').disabled = dlqOffset + shown >= Math.min(r.depth, r.window);
+    $('dlq-next').disabled = r.tenant ? !r.more : dlqOffset + shown >= Math.min(r.depth, r.window);
   }
 
   // ---- find ----------------------------------------------------------------
@@ -443,7 +457,11 @@
     try {
       const f = await getJson('/api/dlq/find?id=' + encodeURIComponent(id));
       dl.removeChild(dl.lastChild);
-      if (!f.hits.length) dl.append(el('p', {}, `not among the first ${f.window} dead letters of any consumer`));
+      if (!f.hits.length) {
+        dl.append(el('p', {}, f.tenant
+          ? `not among tenant ${f.tenant}'s in the first ${f.window} dead letters of any consumer`
+          : `not among the first ${f.window} dead letters of any consumer`));
+      }
       for (const m of f.hits) {
         dl.append(kv([['consumer', m.dlq_consumer], ['position', m.position + 1], ['reason', m.reason],
                       ['attempts', m.attempts], ['failed at', m.failed_at], ['body', m.body]]));
