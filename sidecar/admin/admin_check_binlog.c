@@ -97,6 +97,16 @@ int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg)
         rc |= refuse("the user lacks PROCESS ON *.* (sql/grants/relay_binlog.sql): without it the "
                      "checkpoint's watermark is never sampled, and every row it publishes stays "
                      "pending to the outbox gauges, inspect and purge");
+    /* The columns it writes: a FAILED row and the rows held behind it get a
+     * lease, a repaired row PUBLISHED. Checked by the statement, changing no row. */
+    if (mysql_query(db->conn, "UPDATE outbox_event SET status = status, lease_owner = lease_owner, "
+                              "lease_until = lease_until, published_at = published_at WHERE 1 = 0") == 0) {
+        mysql_query(db->conn, "ROLLBACK");
+    } else if (mysql_errno(db->conn) == 1143 || mysql_errno(db->conn) == 1142) {
+        rc |= refuse("the user lacks UPDATE (status, lease_owner, lease_until, published_at) ON "
+                     "outbox_event (sql/grants/relay_binlog.sql): a FAILED row could not be marked, "
+                     "and its batch would be read again and again");
+    }
     if (mysql_query(db->conn, "SELECT published_created_before FROM relay_checkpoint LIMIT 0") == 0) {
         MYSQL_RES *res = mysql_store_result(db->conn);
         if (res)

@@ -20,7 +20,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import Server, setup
+from binlog_server import PORT, Server, setup
 
 srv = Server()
 MIB = 1024 * 1024
@@ -102,6 +102,20 @@ try:
     URL, LEAST_URL = setup(srv)
     ex = "held-" + suffix()
     seen = Seen(bound_queue(ex))
+
+    # 0. check: the binlog grant of 0.3 (UPDATE on status alone) cannot mark a held row
+    q("CREATE USER IF NOT EXISTS 'oldgrant'@'127.0.0.1' IDENTIFIED BY 'x'")
+    q("GRANT REPLICATION SLAVE, REPLICATION CLIENT, PROCESS ON *.* TO 'oldgrant'@'127.0.0.1'")
+    q("GRANT SELECT, UPDATE (status) ON app.outbox_event TO 'oldgrant'@'127.0.0.1'")
+    q("GRANT SELECT, INSERT, UPDATE ON app.relay_checkpoint TO 'oldgrant'@'127.0.0.1'")
+    cfg = dict(relay(ex, "per_aggregate").config, http={"listen": "off"})
+    cfg["mysql"] = {"url": LEAST_URL}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 0, f"check passes with sql/grants/relay_binlog.sql (exit {rc})", out[-400:])
+    cfg["mysql"] = {"url": f"mysql://oldgrant:x@127.0.0.1:{PORT}/app"}
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 1 and "lacks UPDATE (status, lease_owner, lease_until, published_at)" in out,
+       f"check names the columns the 0.3 grant lacks (exit {rc})", out[-400:])
 
     # 1. a refused row holds its aggregate, in its own batch and after it
     r = relay(ex, "per_aggregate").start()
