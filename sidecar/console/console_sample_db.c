@@ -119,6 +119,21 @@ static int count_range(struct db_sampling *d, const char *where, int *over,
     return 0;
 }
 
+/* The binlog relay's held rows (PENDING with a lease) created before W:
+ * not published, whatever W says. One range of ix_outbox_event_lease. */
+static int held_before_w(struct db_sampling *d, long long *n, struct sc_db_err *e)
+{
+    char sql[400], v[32];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX (ix_outbox_event_lease) "
+             "WHERE status = 'PENDING' AND lease_until IS NOT NULL AND created_at < '%s' LIMIT %d) capped",
+             d->ckpt_w, SC_CONSOLE_CAP_EXACT + 1);
+    if (scalar(&d->db, sql, NULL, v, sizeof v, NULL, e))
+        return -1;
+    *n = atoll(v);
+    return 0;
+}
+
 static int count_status(struct db_sampling *d, int st, struct sample_count *out,
                         struct sc_db_err *e)
 {
@@ -127,6 +142,11 @@ static int count_status(struct db_sampling *d, int st, struct sample_count *out,
              after_w(d, st, wb, sizeof wb));
     if (count_range(d, where, &d->over[st], out, e))
         return -1;
+    long long held = 0;
+    if (d->ckpt_w[0] && (st == ST_PUBLISHED || st == ST_PENDING) && held_before_w(d, &held, e))
+        return -1;
+    if (st == ST_PENDING)
+        out->n += held;
     if (st != ST_PUBLISHED || !d->ckpt_w[0])
         return 0;
     /* The binlog relay's published rows: PENDING, created before W (the
@@ -135,7 +155,7 @@ static int count_status(struct db_sampling *d, int st, struct sample_count *out,
     snprintf(where, sizeof where, "status = 'PENDING' AND created_at < '%s'", d->ckpt_w);
     if (count_range(d, where, &d->over_before_w, &before, e))
         return -1;
-    out->n += before.n;
+    out->n += before.n > held ? before.n - held : 0;
     out->exact &= before.exact;
     return 0;
 }
@@ -209,13 +229,20 @@ int sc_console_sample_db(struct db_sampling *d, const struct sc_console *con,
      * both MIN()s are one dive to the start of a status's index range (past
      * the binlog relay's watermark, where it has one). */
     struct sc_rows rows;
-    char oldest_sql[700], wb[80];
+    char oldest_sql[1200], wb[80], oldest_of[600];
     const char *aw = after_w(d, ST_PENDING, wb, sizeof wb);
+    if (aw[0]) /* and the held rows before W (ix_outbox_event_lease) */
+        snprintf(oldest_of, sizeof oldest_of,
+                 "NULLIF(LEAST(COALESCE((SELECT MIN(created_at) FROM outbox_event WHERE status = 'PENDING'%s), "
+                 "'9999-12-31 00:00:00'), COALESCE((SELECT MIN(created_at) FROM outbox_event FORCE INDEX "
+                 "(ix_outbox_event_lease) WHERE status = 'PENDING' AND lease_until IS NOT NULL), "
+                 "'9999-12-31 00:00:00')), '9999-12-31 00:00:00')", aw);
+    else
+        snprintf(oldest_of, sizeof oldest_of, "(SELECT MIN(created_at) FROM outbox_event WHERE status = 'PENDING')");
     snprintf(oldest_sql, sizeof oldest_sql,
-             "SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM outbox_event "
-             "WHERE status = 'PENDING'%s), UTC_TIMESTAMP(6)), "
+             "SELECT TIMESTAMPDIFF(MICROSECOND, %s, UTC_TIMESTAMP(6)), "
              "LEAST(COALESCE((SELECT MIN(created_at) FROM outbox_event WHERE status = 'PENDING'%s), "
-             "'9999-12-31 00:00:00'), UTC_TIMESTAMP(6) - INTERVAL " WATERMARK_SLACK " SECOND)", aw, aw);
+             "'9999-12-31 00:00:00'), UTC_TIMESTAMP(6) - INTERVAL " WATERMARK_SLACK " SECOND)", oldest_of, aw);
     if (sc_db_select_params(&d->db, oldest_sql, NULL, 0, 1, 0, &rows, &e))
         goto fail;
     const char *age_us = sc_rows_get(&rows, 0, 0), *w = sc_rows_get(&rows, 0, 1);

@@ -378,7 +378,8 @@ int sc_relay_db_mark_failed(struct sc_relay_db *d, const struct sc_relay_row *ro
  * O(backlog), so after a slow count the next one waits 100 times as long as
  * it took: the gauges cost the relay at most ~1% of its time even with
  * millions of rows pending. Rows created before the binlog relay's
- * watermark are published, though PENDING: not counted. */
+ * watermark are published, though PENDING: not counted, but for the held
+ * ones (PENDING with a lease: one range of ix_outbox_event_lease). */
 void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_db *db, struct sc_relay_metrics *m)
 {
     if (!sc_db_connected(db) || sc_now_ms() - d->last_gauge_ms < d->gauge_interval_ms)
@@ -395,12 +396,29 @@ void sc_relay_db_refresh_gauges(struct sc_relay_db *d, struct sc_db *db, struct 
     if (res) {
         MYSQL_ROW row = mysql_fetch_row(res);
         if (row && row[0] && row[1]) {
-            atomic_store(&m->pending, atoll(row[0]));
-            atomic_store(&m->oldest_pending_age_ms, atoll(row[1]) / 1000);
+            long long pending = atoll(row[0]), age_us = atoll(row[1]);
+            mysql_free_result(res);
+            res = NULL;
+            if (has_w) {
+                snprintf(sql, sizeof sql,
+                         "SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), "
+                         "UTC_TIMESTAMP(6)), 0) FROM outbox_event FORCE INDEX (ix_outbox_event_lease) "
+                         "WHERE status = 'PENDING' AND lease_until IS NOT NULL AND created_at < '%s'", w);
+                res = sc_db_select(db, sql, &e);
+                MYSQL_ROW h = res ? mysql_fetch_row(res) : NULL;
+                if (h && h[0] && h[1]) {
+                    pending += atoll(h[0]);
+                    age_us = atoll(h[1]) > age_us ? atoll(h[1]) : age_us;
+                }
+            }
+            atomic_store(&m->pending, pending);
+            atomic_store(&m->oldest_pending_age_ms, age_us / 1000);
         }
-        mysql_free_result(res);
+        if (res)
+            mysql_free_result(res);
     }
-    if (d->per_aggregate) { /* O(FAILED rows), one range of the claim index */
+    /* (the binlog relay counts its held aggregates itself: binlog_hold.c) */
+    if (d->per_aggregate && db == &d->db) { /* O(FAILED rows), one range of the claim index */
         res = sc_db_select(db, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event FORCE INDEX "
                            "(ix_outbox_event_claim) WHERE status = 'FAILED' GROUP BY aggregate_type, "
                            "aggregate_id) held", &e);

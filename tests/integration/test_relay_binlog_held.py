@@ -16,6 +16,7 @@ the binary log on (binlog_server.py, the suite's MariaDB port + 2):
    inside one batch; repaired, the aggregate goes out in order;
 5. relay.ordering none: nothing is held, and a repaired row is published."""
 import re
+import tempfile
 import uuid
 
 from harness import *
@@ -93,6 +94,26 @@ def in_order(seen, ids):
     return all(e in first for e in ids) and all(first[a] < first[b] for a, b in zip(ids, ids[1:]))
 
 
+def console(url):
+    """sidecar console on url's database, sampling every second: (its port, stop)."""
+    d = tempfile.mkdtemp(prefix="sc-console-")
+    cfg = os.path.join(d, "console.json")
+    with open(cfg, "w") as f:
+        json.dump({"amqp": {"url": os.environ["SC_TEST_AMQP_URL"], "heartbeat_s": 5}, "mysql": {"url": url},
+                   "consumers": [], "console": {"listen": "127.0.0.1:0", "sample_ms": 1000}}, f)
+    log = os.path.join(d, "console.log")
+    p = subprocess.Popen([SIDECAR, "console", "-c", cfg], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+    def port():
+        m = re.search(r"console: listening on 127\.0\.0\.1:(\d+)", open(log).read())
+        return int(m.group(1)) if m else None
+
+    def stop():
+        p.terminate()
+        p.wait(30)
+    return wait_until(port, timeout=20), stop
+
+
 def held_gauge(r):
     return metric_sum(r.http_port(), r"^sidecar_relay_held_aggregates\{[^}]*\} (-?\d+)$", -9)
 
@@ -137,6 +158,16 @@ try:
     ok(wait_until(lambda: q("SELECT published_created_before > MAX(o.created_at) FROM relay_checkpoint, "
                             "outbox_event o WHERE o.event_id IN (%s, %s)", tuple(held[1:]))[0][0] == 1,
                   timeout=15), "the checkpoint's watermark passes the held rows")
+    gauge = lambda name: metric_sum(r.http_port(), r"^sidecar_relay_%s\{[^}]*\} (\d+)(?:\.\d+)?$" % name, -1)
+    ok(wait_until(lambda: gauge("pending") == 3 and gauge("oldest_pending_age_seconds") >= 1, timeout=20),
+       f"sidecar_relay_pending counts the 3 held rows, and their age ({gauge('pending')}, "
+       f"{gauge('oldest_pending_age_seconds')} s)")
+    con_port, stop_console = console(URL)
+    c_pending = lambda: metric_sum(con_port, r'^sidecar_outbox_rows\{status="PENDING"\} (\d+)$', -1)
+    c_published = lambda: metric_sum(con_port, r'^sidecar_outbox_rows\{status="PUBLISHED"\} (\d+)$', -1)
+    ok(wait_until(lambda: c_pending() == 3 and c_published() == 3, timeout=20),
+       f"the console counts them PENDING and the 3 published ones PUBLISHED ({c_pending()}, {c_published()})")
+    stop_console()
     cfg = dict(r.config, mysql={"url": URL}, http={"listen": "off"})
     rc, out = run_sidecar_cmd(["inspect", held[0]], cfg)
     st = re.search(r"outbox: +(\w+)", out)
