@@ -193,7 +193,8 @@ int sc_binlog_hold_release(struct sc_binlog_core *c, struct sc_relay_row *rows, 
     int ready = 0; /* no statement while nothing can go out yet */
     for (size_t k = 0; k < n && !ready; k++)
         ready = settled_for(c, list[k]);
-    if (!ready) {
+    if (!ready) { /* looked at again soon: a walk of the set, no statement */
+        c->sweep_at = now + SC_BINLOG_SWEEP_MS / 10;
         free(list);
         free(was);
         return 0;
