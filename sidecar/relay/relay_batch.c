@@ -61,8 +61,10 @@ static void row_to(struct sc_relay_core *c, struct sc_relay_row *r, enum sc_rela
     struct sc_log_fields lf = {.event_id = r->event_id, .outcome = sc_relay_row_state_name(to),
                                .trace_id = tc.trace_id};
     switch (to) {
-    case SC_ROW_REFUSED:
     case SC_ROW_INVALID: /* to be FAILED: what follows in its aggregate is held */
+        /* (not REFUSED: a publish refused by a lost connection is left
+         * unsent; its batch-mates behind it are held by refused_before, and
+         * the batch after it is not sent: binlog_core.c's stale) */
         if (c->ops->hold)
             c->ops->hold(c->io, r);
         return;
