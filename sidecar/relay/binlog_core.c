@@ -57,12 +57,18 @@ void sc_binlog_core_db_closed(struct sc_binlog_core *c)
     c->held_loaded = 0;
 }
 
+/* A row's terminal state that lets its batch's position be stored. */
+static int settles(enum sc_relay_row_state st)
+{
+    return st == SC_ROW_PUBLISHED || st == SC_ROW_FAILED || st == SC_ROW_HELD;
+}
+
 /* A row in a state that sends the stream back to the checkpoint once its
- * batch is done (binlog_core_batch_done). */
+ * batch is done (binlog_core_batch_done): any other terminal one, or
+ * REFUSED (settled as unsent unless the connection proves alive). */
 static int rewinds(enum sc_relay_row_state st)
 {
-    return st == SC_ROW_NACKED || st == SC_ROW_RETURNED || st == SC_ROW_UNCONFIRMED || st == SC_ROW_UNSENT ||
-           st == SC_ROW_LEFT || st == SC_ROW_LEASE_LOST || st == SC_ROW_REFUSED;
+    return st == SC_ROW_REFUSED || (st >= SC_ROW_PUBLISHED && st < SC_ROW_STATES && !settles(st));
 }
 
 int sc_binlog_core_stale(const struct sc_binlog_core *c, const struct sc_relay_batch *b)
@@ -324,7 +330,7 @@ void sc_binlog_core_batch_done(struct sc_binlog_core *c, const struct sc_relay_b
     if (c->done_at[k].gen == c->gen)
         for (int i = 0; i < b->n; i++) {
             enum sc_relay_row_state st = b->rows[i].state;
-            if (st != SC_ROW_PUBLISHED && st != SC_ROW_FAILED && st != SC_ROW_HELD) {
+            if (!settles(st)) {
                 rewind_stream(c, sc_relay_row_state_name(st));
                 break;
             }

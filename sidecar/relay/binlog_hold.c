@@ -43,19 +43,28 @@ static const struct sc_binlog_pos *settles_at(const struct sc_binlog_core *c, co
     return &c->stored;
 }
 
+/* r's aggregate joins the set: r FAILED (failed) or held, its batch
+ * settled at at. NULL out of memory. */
+static struct sc_binlog_held_agg *note(struct sc_binlog_core *c, const struct sc_relay_row *r, int failed,
+                                       const struct sc_binlog_pos *at)
+{
+    const struct sc_binlog_held_agg *was = sc_binlog_held_find(&c->held, r->aggregate_type, r->aggregate_id);
+    int was_free = was && !was->failed && failed;
+    struct sc_binlog_held_agg *a = sc_binlog_held_add(&c->held, r->aggregate_type, r->aggregate_id, failed);
+    if (!a)
+        return NULL;
+    if (failed)
+        sc_binlog_held_failed_at(a, r->time, r->version);
+    a->check_before |= was_free; /* rows it held before may precede this one */
+    settle_after(a, at);
+    return a;
+}
+
 void sc_binlog_core_hold(struct sc_binlog_core *c, const struct sc_relay_row *r)
 {
     if (!c->ops->held_rows || !r->aggregate_type || !r->aggregate_id)
         return;
-    const struct sc_binlog_held_agg *was = sc_binlog_held_find(&c->held, r->aggregate_type, r->aggregate_id);
-    int was_free = was && !was->failed;
-    struct sc_binlog_held_agg *a = sc_binlog_held_add(&c->held, r->aggregate_type, r->aggregate_id, 1);
-    if (a) {
-        sc_binlog_held_failed_at(a, r->time, r->version);
-        settle_after(a, settles_at(c, r));
-        a->check_before |= was_free; /* rows it held before may precede this one */
-    }
-    if (!a) {
+    if (!note(c, r, 1, settles_at(c, r))) {
         /* Without the entry its successors would go out: load the set
          * again from the table (the row is FAILED there by then). */
         sc_error("relay: out of memory holding aggregate %s/%s; the held set is read again",
@@ -68,18 +77,12 @@ int sc_binlog_hold_found(struct sc_binlog_core *c, const struct sc_relay_row *go
 {
     if (!c->ops->held_rows || !got->aggregate_type || !got->aggregate_id)
         return 0;
-    const struct sc_binlog_held_agg *was = sc_binlog_held_find(&c->held, got->aggregate_type, got->aggregate_id);
-    int was_free = was && !was->failed && failed;
-    struct sc_binlog_held_agg *a = sc_binlog_held_add(&c->held, got->aggregate_type, got->aggregate_id, failed);
-    if (!a) {
+    /* the batch this read makes ends at the stream's position */
+    if (!note(c, got, failed, &c->ops->stream_tx(c->io)->committed)) {
         snprintf(e->msg, sizeof e->msg, "out of memory holding an aggregate");
         e->cls = SC_DBERR_FAILURE;
         return -1;
     }
-    if (failed)
-        sc_binlog_held_failed_at(a, got->time, got->version);
-    a->check_before |= was_free;
-    settle_after(a, &c->ops->stream_tx(c->io)->committed); /* the batch this read makes ends there */
     return 0;
 }
 
