@@ -288,10 +288,31 @@ static int bind_queue(struct sc_amqp *a, const char *queue, const char *exchange
     return sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
 }
 
+/* The name of partition i's entry on the ring: the fanout exchange
+ * <queue>.ordering.p<i>, bound to the partition's queue. */
+static void partition_entry_name(const struct sc_consumer_config *k, int i, char *out,
+                                 size_t out_len)
+{
+    snprintf(out, out_len, "%s.ordering.p%d", k->queue, i);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 /* partitions > 1: the consistent-hash exchange <queue>.ordering (hashing
  * header x-ordering-key), bound to every exchange of the bindings, spreads
  * the keys over <queue>.p0 .. p<N-1>, each with one active consumer. Every
- * partition has the same weight. */
+ * partition has the same weight.
+ *
+ * The ring's order decides which partition a key reaches, so it must be
+ * the same after a broker restart. RabbitMQ rebuilds a ring at boot: a
+ * queue's entries as each queue recovers (in no fixed order: keys moved
+ * to other partitions on most restarts), an exchange's in the sorted
+ * order of their names. So the ring's entries are one fanout exchange per
+ * partition, bound in that sorted order from the first declaration on, and
+ * a deleted partition queue leaves the ring as it was. */
 static int declare_partitions(struct sc_amqp *a, const struct sc_consumer_config *k, char *err,
                               size_t err_len)
 {
@@ -308,12 +329,50 @@ static int declare_partitions(struct sc_amqp *a, const struct sc_consumer_config
              "rabbitmq_consistent_hash_exchange enabled?)", ex);
     if (sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
         return -1;
-    for (int i = 0; i < k->ordering.partitions; i++) {
+    int n = k->ordering.partitions;
+    for (int i = 0; i < n; i++) {
         sc_amqp_partition_queue_name(k, i, q, sizeof q);
         int rc = declare_ordered_queue(a, k, q, err, err_len);
         if (rc)
             return rc;
-        if (bind_queue(a, q, ex, "1", err, err_len))
+        char entry[300];
+        partition_entry_name(k, i, entry, sizeof entry);
+        amqp_exchange_declare(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(entry),
+                              amqp_cstring_bytes("fanout"), 0, 1, 0, 1, amqp_empty_table);
+        snprintf(what, sizeof what, "declare exchange %s", entry);
+        if (sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len) ||
+            bind_queue(a, q, entry, "", err, err_len))
+            return -1;
+    }
+    /* Every process binds in the same order, so the first binding of each
+     * entry comes in that order too. */
+    char (*entries)[300] = malloc((size_t)n * sizeof *entries);
+    if (!entries) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        partition_entry_name(k, i, entries[i], sizeof entries[i]);
+    qsort(entries, (size_t)n, sizeof entries[0], by_name);
+    int failed = 0;
+    for (int i = 0; i < n && !failed; i++) {
+        amqp_exchange_bind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(entries[i]),
+                           amqp_cstring_bytes(ex), amqp_cstring_bytes("1"), amqp_empty_table);
+        snprintf(what, sizeof what, "bind exchange %s to %s (1)", entries[i], ex);
+        failed = sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len);
+    }
+    free(entries);
+    if (failed)
+        return -1;
+    /* Up to 0.3 the ring's entries were the queues themselves: once the
+     * exchanges are on it, the queues leave it (the ring is never empty
+     * meanwhile). A binding that is not there unbinds without error. */
+    for (int i = 0; i < n; i++) {
+        sc_amqp_partition_queue_name(k, i, q, sizeof q);
+        amqp_queue_unbind(a->conn, SC_AMQP_CHANNEL, amqp_cstring_bytes(q), amqp_cstring_bytes(ex),
+                          amqp_cstring_bytes("1"), amqp_empty_table);
+        snprintf(what, sizeof what, "unbind %s from %s (1)", q, ex);
+        if (sc_amqp_reply_error(amqp_get_rpc_reply(a->conn), what, err, err_len))
             return -1;
     }
     for (size_t i = 0; i < k->n_bindings; i++) {
