@@ -84,6 +84,8 @@ struct sc_order_slot {
     char named[SC_TENANT_MAX + 1]; /* dead-lettered unrun, without a database (no key, a
                                       batch-mode or malformed message): the tenant its
                                       dead letter names, "" when unknown */
+    int copy;               /* tenants: a copy that went round, whose row in
+                               consumer_tenant_copy goes once it is resolved */
     int blocked;            /* its tenant's database cannot be used now: not picked */
     int64_t blocked_since_ms; /* blocked since (0: not blocked) */
 };

@@ -2,7 +2,10 @@
  * (order_tenants.h). */
 #include "consume/order_tenants.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "io/db_copies.h"
 
 void sc_order_block(struct sc_order *o, int (*down)(void *ctx, const char *tenant), void *ctx,
                     int64_t now_ms)
@@ -53,7 +56,11 @@ struct sc_order_ring *sc_order_ring_of(struct sc_order_ring *rings, int *n, int 
     struct sc_order_ring *r = &rings[(*n)++];
     memset(r, 0, sizeof *r);
     memcpy(r->tag, tag.bytes, len);
-    r->max = -1; /* nothing out: next = max + 1 */
+    /* Nothing out: next = max + 1. Ranks start high, since deliveries in
+     * hand sent round are ranked below next: a rank is never negative (-1
+     * says "no copy"). */
+    r->max = SC_RING_BASE - 1;
+    r->next = SC_RING_BASE;
     return r;
 }
 
@@ -98,4 +105,66 @@ int sc_order_one_tenant(const struct sc_order *o, int *idx, int n)
         if (strcmp(o->slots[idx[j]].tenant, t) == 0)
             idx[m++] = idx[j];
     return m;
+}
+
+void sc_order_rows_renumber(struct sc_copy_row *rows, int n, const char *mark)
+{
+    for (int i = 0; i < n; i++) {
+        rows[i].rank = SC_RING_BASE + i;
+        snprintf(rows[i].mark, sizeof rows[i].mark, "%s", mark);
+    }
+}
+
+int sc_order_ring_adopt(struct sc_order_ring *r, const struct sc_copy_row *rows, int n,
+                        const char *mark, int64_t now_ms)
+{
+    struct sc_ring_recovered *v = n ? calloc((size_t)n, sizeof *v) : NULL;
+    if (n && !v)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        snprintf(v[i].id, sizeof v[i].id, "%s", rows[i].event_id);
+        v[i].rank = rows[i].rank;
+    }
+    free(r->recovered);
+    r->recovered = v;
+    r->n_recovered = n;
+    snprintf(r->mark, sizeof r->mark, "%s", mark);
+    r->next = SC_RING_BASE;
+    r->max = SC_RING_BASE + n - 1;
+    r->next_since_ms = now_ms;
+    return 0;
+}
+
+int sc_order_ring_recovered(struct sc_order_ring *r, const char *id, int64_t *rank)
+{
+    int found = 0, m = 0;
+    for (int i = 0; i < r->n_recovered; i++) {
+        struct sc_ring_recovered *c = &r->recovered[i];
+        if (!found && strcmp(c->id, id) == 0) {
+            found = 1;
+            *rank = c->rank;
+            continue;
+        }
+        if (c->rank >= r->next)
+            r->recovered[m++] = *c;
+    }
+    r->n_recovered = m;
+    return found;
+}
+
+int64_t sc_order_ring_lost(struct sc_order_ring *r, int64_t now_ms, int64_t lost_ms)
+{
+    if (r->next > r->max || now_ms - r->next_since_ms < lost_ms)
+        return -1;
+    r->next_since_ms = now_ms;
+    return r->next++;
+}
+
+void sc_order_rings_clear(struct sc_order_ring *rings, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(rings[i].recovered);
+        rings[i].recovered = NULL;
+        rings[i].n_recovered = 0;
+    }
 }

@@ -43,10 +43,30 @@ int sc_order_return_due(const struct sc_order *o, int64_t now_ms, int hold_ms, i
  * deliveries in hand (the earliest) ranks them just below next. So the
  * tenant's deliveries from that queue are taken in hand in arrival order,
  * whatever the copies' order in the delay queue. */
+#define SC_RING_BASE ((int64_t)1 << 40)
+
 struct sc_order_ring {
     char tag[128];    /* the queue's consumer tag */
     int64_t next;     /* the rank taken next */
     int64_t max;      /* the last rank given; next > max: nothing out */
+    /* Kept across restarts: each copy out has a row in mysql.url's database
+     * (consumer_tenant_copy), written before it is published and deleted
+     * once its event is resolved; a process that consumes the queue reads
+     * them back before it takes the tenant's deliveries. */
+    char queue[256];  /* the queue's name, its rows' */
+    char mark[97];    /* on the ring's copies: "<mark>:<rank>" */
+    int loaded;       /* its rows were read since the queue was consumed */
+    int64_t load_after_ms; /* a failed read is tried again then */
+    int64_t next_since_ms; /* next last moved */
+    struct sc_ring_recovered *recovered; /* rows read back, not seen since */
+    int n_recovered;
+};
+
+/* A copy read back by its event id: an original redelivered after a crash
+ * between writing its row and acking it carries no rank of this ring. */
+struct sc_ring_recovered {
+    char id[37];
+    int64_t rank;
 };
 
 /* The ring of consumer tag in rings[0..*n) (added if new, at most cap).
@@ -66,6 +86,34 @@ int sc_order_ring_arrive(struct sc_order_ring *r, int64_t *rank, int room);
 /* The ranks of k deliveries in hand sent round, oldest first: the first
  * gets the returned rank, each next one more. */
 int64_t sc_order_ring_back(struct sc_order_ring *r, int k);
+
+struct sc_copy_row;
+
+/* A ring's rows read back (rows[0..n), rank first) numbered anew for
+ * adopting them: ranks SC_RING_BASE.., in their order, under mark (a mark
+ * of this process's, new at every reading back). The caller writes them
+ * back so (all in one transaction), then adopts them. Copies whose header
+ * carries an older mark are known by their event id only. */
+void sc_order_rows_renumber(struct sc_copy_row *rows, int n, const char *mark);
+
+/* The ring's copies out are the rows (renumbered), under mark: next is the
+ * first of them (no row: nothing out). Returns 0, or -1 (out of memory: the
+ * ring is left as it was). */
+int sc_order_ring_adopt(struct sc_order_ring *r, const struct sc_copy_row *rows, int n,
+                        const char *mark, int64_t now_ms);
+
+/* The rank of event id when it is a copy read back and not seen since
+ * (*rank set, 1), else 0. Read-back copies below next are dropped first:
+ * they were taken. */
+int sc_order_ring_recovered(struct sc_order_ring *r, const char *id, int64_t *rank);
+
+/* Gives up on rank next when it has not come back for lost_ms (a copy
+ * lost with a deleted queue, or a row its resolution did not delete):
+ * returns the rank given up (next moves on), or -1. */
+int64_t sc_order_ring_lost(struct sc_order_ring *r, int64_t now_ms, int64_t lost_ms);
+
+/* Frees what the rings hold (not the array). */
+void sc_order_rings_clear(struct sc_order_ring *rings, int n);
 
 /* Keeps of the picked idx[0..n) those of the first one's tenant (one batch,
  * one database), in order. Returns how many. */

@@ -16,10 +16,15 @@
 #include "consume/tenant_pool.h"
 #include "consume/worker.h"
 #include "envelope/sidecar_headers.h"
+#include "io/db_copies.h"
 #include "lifecycle.h"
 #include "log.h"
 
 #define RECEIVE_POLL_MS 200
+/* The most rows of one tenant's queue read back at a time. */
+#define COPIES_LOAD_MAX 100000
+/* A failed statement on mysql.url's database: not tried again before. */
+#define COPIES_RETRY_MS 1000
 
 static void drop_envelope(amqp_envelope_t *env)
 {
@@ -43,13 +48,205 @@ static struct sc_order_ring *ring_of(struct worker *w, const struct sc_order_slo
     int cap = sc_worker_queues(w);
     if (!t->rings && !(t->rings = calloc((size_t)cap, sizeof *t->rings)))
         return NULL;
-    return sc_order_ring_of(t->rings, &t->n_rings, cap, s->env.consumer_tag);
+    struct sc_order_ring *r = sc_order_ring_of(t->rings, &t->n_rings, cap, s->env.consumer_tag);
+    if (r && !r->queue[0]) {
+        if (sc_worker_queue_of_tag(w, s->env.consumer_tag, r->queue, sizeof r->queue))
+            snprintf(r->queue, sizeof r->queue, "%s", w->c->k->queue);
+        snprintf(r->mark, sizeof r->mark, "%s", w->tenant->return_mark);
+    }
+    return r;
+}
+
+/* How long rank next may stay away before it is given up: 20 rounds of the
+ * delay queue, a minute at least. */
+static int64_t lost_ms(const struct sc_consumer_config *k)
+{
+    int64_t d = 20 * (int64_t)k->retry_delays_ms[0];
+    return d > 60000 ? d : 60000;
+}
+
+/* A statement on the copies' rows failed: logged once until one works
+ * again, the session closed, tried again after COPIES_RETRY_MS. Meanwhile
+ * the rings are this process's memory only. */
+static void copies_failed(struct worker *w, const char *what, const struct sc_db_err *e)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    struct sc_log_fields lf = {.consumer = w->c->k->name};
+    if (!t->copies_warned)
+        sc_log(SC_LOG_WARN, &lf, "%s the copies gone round in mysql.url's database failed (error "
+               "%u: %s)%s; until it works, a restart while copies are out may run a tenant's "
+               "later events first", what, e->code, e->msg,
+               e->code == 1146 ? ": apply sql/schema/015_consumer_tenant_copy.sql" : "");
+    t->copies_warned = 1;
+    sc_db_close(&t->copies_db);
+    t->copies_retry_ms = sc_now_ms() + COPIES_RETRY_MS;
+}
+
+static struct sc_db *copies_db(struct worker *w)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    if (t->copies_db.conn)
+        return &t->copies_db;
+    if (sc_now_ms() < t->copies_retry_ms)
+        return NULL;
+    struct sc_db_err e = {0};
+    size_t rotation = sc_db_rotation();
+    int rc = sc_db_connect(&t->copies_db, w->c->cfg, &e);
+    sc_db_set_rotation(rotation);
+    if (rc) {
+        copies_failed(w, "connecting to", &e);
+        return NULL;
+    }
+    return &t->copies_db;
+}
+
+static void copies_worked(struct worker *w)
+{
+    struct sc_tenant_worker *t = w->tenant;
+    if (t->copies_warned) {
+        struct sc_log_fields lf = {.consumer = w->c->k->name};
+        sc_log(SC_LOG_INFO, &lf, "the copies gone round are written in mysql.url's database again");
+    }
+    t->copies_warned = 0;
+}
+
+/* The row of a copy about to go round, before it is published; move: an
+ * existing row of its event takes this rank. */
+static void copies_put(struct worker *w, const char *tenant, const struct sc_order_ring *r,
+                       const char *id, int64_t rank, int move)
+{
+    struct sc_db *db = copies_db(w);
+    struct sc_db_err e = {0};
+    if (!db)
+        return;
+    if (sc_db_copy_put(db, w->c->k->name, r->queue, tenant, id, rank, r->mark, move, &e))
+        copies_failed(w, "writing", &e);
+    else
+        copies_worked(w);
+}
+
+/* 1 when a slot before i in hand is the same event as slot i (a repeat):
+ * the event's row keeps the first one's rank. */
+static int earlier_in_hand(const struct sc_order *o, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (strcmp(o->slots[j].id, o->slots[i].id) == 0 &&
+            strcmp(o->slots[j].tenant, o->slots[i].tenant) == 0)
+            return 1;
+    return 0;
+}
+
+/* The rows of ring r's deliveries in hand (but not, the delivery being
+ * classified), ranked from first on in the order they are in hand. */
+static void copies_put_hand(struct worker *w, struct sc_order *o, struct sc_order_ring *r,
+                            const struct sc_order_slot *not, int64_t first)
+{
+    for (int i = 0; i < o->n; i++) {
+        struct sc_order_slot *h = &o->slots[i];
+        if (h == not || !h->tenant[0] || ring_of(w, h) != r)
+            continue;
+        copies_put(w, h->tenant, r, h->id, first++, !earlier_in_hand(o, i));
+        h->copy = 1;
+    }
+}
+
+/* A copy of ring r goes round: the ring's deliveries in hand come before it,
+ * and a crash would return them to the queue, so they get rows too, ranked
+ * below next, once one of them has none. */
+static void copies_hand(struct worker *w, struct sc_order *o, struct sc_order_ring *r,
+                        const struct sc_order_slot *not)
+{
+    int k = 0, rowless = 0;
+    for (int i = 0; i < o->n; i++) {
+        const struct sc_order_slot *h = &o->slots[i];
+        if (h != not && h->tenant[0] && ring_of(w, h) == r) {
+            k++;
+            rowless |= !h->copy;
+        }
+    }
+    if (rowless)
+        copies_put_hand(w, o, r, not, r->next - k);
+}
+
+/* Reads ring r's rows back once per consumed queue, before the tenant's
+ * first delivery from it is taken or sent round. */
+static void copies_load(struct worker *w, const char *tenant, struct sc_order_ring *r)
+{
+    int64_t now = sc_now_ms();
+    if (r->loaded || now < r->load_after_ms)
+        return;
+    struct sc_db *db = copies_db(w);
+    struct sc_db_err e = {0};
+    struct sc_copy_row *rows = NULL;
+    int n = 0;
+    if (!db || sc_db_copy_load(db, w->c->k->name, r->queue, tenant, COPIES_LOAD_MAX, &rows, &n,
+                               &e)) {
+        if (db)
+            copies_failed(w, "reading back", &e);
+        r->load_after_ms = now + COPIES_RETRY_MS;
+        return;
+    }
+    /* Numbered anew under a mark of this process's: the copies' headers
+     * may carry ranks another process gave, or this one before the queue
+     * was consumed again. Written back in one transaction, then taken. */
+    char mark[sizeof r->mark];
+    snprintf(mark, sizeof mark, "%s.%u", w->tenant->return_mark, ++w->tenant->copies_loads);
+    sc_order_rows_renumber(rows, n, mark);
+    if (n && sc_db_copy_renumber(db, w->c->k->name, r->queue, tenant, rows, n, &e)) {
+        free(rows);
+        copies_failed(w, "numbering anew", &e);
+        r->load_after_ms = now + COPIES_RETRY_MS;
+        return;
+    }
+    copies_worked(w);
+    if (sc_order_ring_adopt(r, rows, n, mark, now) == 0) {
+        r->loaded = 1;
+        if (n) {
+            struct sc_log_fields lf = {.consumer = w->c->k->name};
+            sc_log(SC_LOG_INFO, &lf, "tenant %s: %d copies out of %s read back (ranks %lld..%lld); "
+                   "they are taken in their order, the tenant's new deliveries behind them",
+                   tenant, n, r->queue, (long long)r->next, (long long)r->max);
+        }
+    }
+    free(rows);
+}
+
+/* The rows of the copies resolved in the batch (applied, dead-lettered, a
+ * duplicate: not kept in hand), before their acks go. A row left behind
+ * (this database down) only matters to a process that reads it back: it
+ * gives the rank up after lost_ms. */
+static void copies_resolved(struct worker *w, struct sc_order *o, const int *idx, int n)
+{
+    const char *ids[SC_BATCH_LIMIT];
+    struct sc_order_ring *r = NULL;
+    const char *tenant = NULL;
+    int m = 0;
+    for (int j = 0; j <= n; j++) {
+        struct sc_order_slot *s = j < n ? &o->slots[idx[j]] : NULL;
+        struct sc_order_ring *sr = s && s->copy && !w->dls[j].kept ? ring_of(w, s) : NULL;
+        if (s && !sr)
+            continue;
+        if (m && (!s || sr != r || m == SC_BATCH_LIMIT)) {
+            struct sc_db *db = copies_db(w);
+            struct sc_db_err e = {0};
+            if (db && sc_db_copy_delete(db, w->c->k->name, r->queue, tenant, ids, m, &e))
+                copies_failed(w, "deleting resolved", &e);
+            m = 0;
+        }
+        if (!s)
+            break;
+        r = sr;
+        tenant = s->tenant;
+        ids[m++] = s->id;
+        s->copy = 0;
+    }
 }
 
 /* Sends slot s round through the delay queue with its rank, its attempts
  * as they are, and acks it once the copy is confirmed. Returns 0, or -1
  * (reset: the broker returns it). */
-static int go_round(struct worker *w, struct sc_order_slot *s, int64_t rank, const char *why)
+static int go_round(struct worker *w, struct sc_order *o, struct sc_order_slot *s,
+                    struct sc_order_ring *r, int64_t rank, int write, const char *why)
 {
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name, .delivery_tag = s->env.delivery_tag,
@@ -58,8 +255,12 @@ static int go_round(struct worker *w, struct sc_order_slot *s, int64_t rank, con
     if (attempt < 1 || attempt > 1000000)
         attempt = 1;
     int delay = k->retry_delays_ms[0];
-    char mark[96];
-    snprintf(mark, sizeof mark, "%s:%lld", w->tenant->return_mark, (long long)rank);
+    char mark[128];
+    if (write) {
+        copies_hand(w, o, r, s);
+        copies_put(w, s->tenant, r, s->id, rank, 0);
+    }
+    snprintf(mark, sizeof mark, "%s:%lld", r->mark, (long long)rank);
     if (sc_republish_round(&w->out, k, &s->env, (int)attempt - 1 + s->in_place, delay, why,
                            SC_H_TENANT_RETURN, mark, &lf) ||
         sc_amqp_ack(&w->in, s->env.delivery_tag, 0))
@@ -95,13 +296,17 @@ static int tenant_round(struct worker *w, struct sc_order *o, int at, int64_t no
         for (int j = i; j < o->n; j++)
             k += strcmp(o->slots[j].tenant, tenant) == 0 && ring_of(w, &o->slots[j]) == r;
         int64_t rank = sc_order_ring_back(r, k);
+        r->next_since_ms = now;
+        /* every row first: a crash between two publishes returns the rest,
+         * which must keep their place */
+        copies_put_hand(w, o, r, NULL, rank);
         for (int j = i; j < o->n;) {
             struct sc_order_slot *c = &o->slots[j];
             if (strcmp(c->tenant, tenant) != 0 || ring_of(w, c) != r) {
                 j++;
                 continue;
             }
-            if (go_round(w, c, rank++, why))
+            if (go_round(w, o, c, r, rank++, 0, why))
                 return -1;
             amqp_destroy_envelope(&c->env);
             sc_order_remove(o, j);
@@ -114,11 +319,10 @@ static int tenant_round(struct worker *w, struct sc_order *o, int at, int64_t no
     return 0;
 }
 
-/* The rank of this worker's copy env is ("<mark>:<rank>"), or -1. */
-static int64_t copy_rank(const struct worker *w, const amqp_envelope_t *env)
+/* The rank of ring mark's copy env is ("<mark>:<rank>"), or -1. */
+static int64_t copy_rank(const char *mark, const amqp_envelope_t *env)
 {
     amqp_bytes_t m = sc_amqp_header_bytes(sc_delivery_headers(env), SC_H_TENANT_RETURN);
-    const char *mark = w->tenant->return_mark;
     size_t n = strlen(mark);
     if (m.len <= n + 1 || m.len > n + 19 || memcmp(m.bytes, mark, n) != 0 ||
         ((const char *)m.bytes)[n] != ':')
@@ -140,7 +344,7 @@ struct gather_room {
 
 /* Reads fresh slot s's tenant (s already classified). Returns 1 when it
  * went round at once (not its turn), 0 when it stays, -1 (reset). */
-static int classify(struct worker *w, struct sc_order_slot *s, int room)
+static int classify(struct worker *w, struct sc_order *o, struct sc_order_slot *s, int room)
 {
     const struct sc_consumer_config *k = w->c->k;
     char name[SC_TENANT_MAX + 1], why[256];
@@ -165,13 +369,33 @@ static int classify(struct worker *w, struct sc_order_slot *s, int room)
     struct sc_order_ring *r = ring_of(w, s);
     if (!r)
         return -1;
+    copies_load(w, name, r);
     /* A down tenant takes room in hand up to the bound, the rest goes round. */
-    int down = sc_tenant_down(w, i, sc_now_ms());
-    int64_t rank = copy_rank(w, &s->env);
-    if (!sc_order_ring_arrive(r, &rank, !down || room))
+    int64_t now = sc_now_ms();
+    int down = sc_tenant_down(w, i, now);
+    int64_t rank = copy_rank(r->mark, &s->env);
+    int copy = rank >= 0 || sc_order_ring_recovered(r, s->id, &rank);
+    int64_t gone = down ? -1 : sc_order_ring_lost(r, now, lost_ms(k));
+    if (gone >= 0) {
+        struct sc_log_fields lf = {.consumer = k->name};
+        sc_log(SC_LOG_WARN, &lf, "tenant %s: the copy ranked %lld in %s has not come back for "
+               "%lld ms; going on without it (its event may run after later ones of its key)",
+               name, (long long)gone, r->queue, (long long)lost_ms(k));
+        struct sc_db *db = copies_db(w);
+        struct sc_db_err e = {0};
+        if (db && sc_db_copy_delete_rank(db, k->name, r->queue, name, gone, &e))
+            copies_failed(w, "deleting a lost copy from", &e);
+    }
+    int64_t next = r->next, nothing_out = r->next > r->max;
+    int taken = !sc_order_ring_arrive(r, &rank, !down || room);
+    if (r->next != next || (nothing_out && r->next <= r->max))
+        r->next_since_ms = now;
+    if (taken) {
+        s->copy = copy;
         return 0;
-    return go_round(w, s, rank, "not its turn: its tenant's earlier deliveries went round")
-               ? -1 : 1;
+    }
+    return go_round(w, o, s, r, rank, !copy,
+                    "not its turn: its tenant's earlier deliveries went round") ? -1 : 1;
 }
 
 /* sc_order_gather's take: the delivery's tenant read, with room in hand
@@ -179,7 +403,7 @@ static int classify(struct worker *w, struct sc_order_slot *s, int room)
 static int take(struct worker *w, struct sc_order_slot *s, void *arg)
 {
     const struct gather_room *g = arg;
-    return classify(w, s, sc_order_blocked(g->o) < g->block_cap);
+    return classify(w, g->o, s, sc_order_blocked(g->o) < g->block_cap);
 }
 
 /* Runs the picked slots idx[0..n) of one tenant (or none) as one batch in
@@ -215,6 +439,8 @@ static enum next run_tenant(struct worker *w, struct sc_order *o, int *idx, int 
                 sc_order_check_versions(w, o, idx, n);
         }
         sc_tenant_batch_leave(w, i, next);
+        if (next != NEXT_DB_HOLD)
+            copies_resolved(w, o, idx, n);
     }
     *n_io = n;
     if (next == NEXT_DB_HOLD)
@@ -242,6 +468,11 @@ long sc_consume_ordered_tenants(struct worker *w)
     if (!w->tenant->return_mark[0])
         snprintf(w->tenant->return_mark, sizeof w->tenant->return_mark, "%ld-%d-%lld",
                  (long)getpid(), w->index, (long long)sc_now_us());
+    /* Another process may have consumed the queues since: every ring reads
+     * its rows back before its tenant's next delivery. */
+    for (int i = 0; i < w->tenant->n_sessions; i++)
+        for (int j = 0; j < w->tenant->sessions[i].n_rings; j++)
+            w->tenant->sessions[i].rings[j].loaded = 0;
     /* Blocked slots take room in the prefetch: half of it at most, the
      * other tenants have the rest. */
     int block_cap = k->prefetch / 2;

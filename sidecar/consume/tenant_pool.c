@@ -77,8 +77,10 @@ void sc_tenant_worker_free(struct worker *w)
     for (int i = 0; i < t->n_sessions; i++) {
         session_close(t, &t->sessions[i]);
         sc_tenant_urls_free(t->sessions[i].urls, t->sessions[i].n_urls);
+        sc_order_rings_clear(t->sessions[i].rings, t->sessions[i].n_rings);
         free(t->sessions[i].rings);
     }
+    sc_db_close(&t->copies_db);
     for (int i = 0; i < t->n_parked; i++)
         amqp_destroy_envelope(&t->parked[i].env);
     free(t->parked);
@@ -261,6 +263,7 @@ void sc_tenant_sweep(struct worker *w, int64_t now_ms)
             continue;
         sc_tenant_series_add(&w->c->m.waiting, s->name, -s->g_parked);
         sc_tenant_urls_free(s->urls, s->n_urls);
+        sc_order_rings_clear(s->rings, s->n_rings);
         free(s->rings);
         int last = t->n_sessions - 1;
         if (i != last) {

@@ -58,6 +58,10 @@ struct sc_tenant_worker {
     unsigned group_round;      /* bumped per grouping (tenant_loop.c) */
     int g_sessions, g_down, g_waiting; /* this worker's part of the tenant gauges */
     char return_mark[64];      /* ordered: this worker's mark on copies gone round */
+    struct sc_db copies_db;    /* ordered: mysql.url's database, the copies' rows */
+    int64_t copies_retry_ms;   /* it failed: not tried again before then */
+    int copies_warned;         /* its failure was logged (until it works again) */
+    unsigned copies_loads;     /* rings read back: each gets a mark of its own */
     uint64_t *acks;            /* a round's acks, sent in tag order at its end */
     int n_acks, acks_cap;
 };

@@ -244,8 +244,7 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
     for (int i = 0; i < sc_worker_queues(w); i++) {
         char q[300];
         sc_worker_queue(w, i, q, sizeof q);
-        snprintf(name, sizeof name, "sidecar-%s-%d%s%.20s", k->name, w->index, i ? "-" : "",
-                 i ? q + strlen(k->queue) + 1 : "");
+        sc_worker_consumer_tag(w, i, name, sizeof name);
         if (sc_amqp_start_consume(&w->in, q, k->prefetch, name, err, sizeof err)) {
             snprintf(why, why_len, "broker: %s", err);
             return -1;
@@ -360,6 +359,28 @@ int sc_worker_queues(const struct worker *w)
     /* Partition i goes to worker i % workers (workers <= partitions). */
     int p = k->ordering.partitions, n = k->workers;
     return p / n + (w->index < p % n);
+}
+
+void sc_worker_consumer_tag(const struct worker *w, int i, char *out, size_t out_len)
+{
+    const struct sc_consumer_config *k = w->c->k;
+    char q[300];
+    sc_worker_queue(w, i, q, sizeof q);
+    snprintf(out, out_len, "sidecar-%s-%d%s%.20s", k->name, w->index, i ? "-" : "",
+             i ? q + strlen(k->queue) + 1 : "");
+}
+
+int sc_worker_queue_of_tag(const struct worker *w, amqp_bytes_t tag, char *out, size_t out_len)
+{
+    for (int i = 0; i < sc_worker_queues(w); i++) {
+        char t[400];
+        sc_worker_consumer_tag(w, i, t, sizeof t);
+        if (strlen(t) == tag.len && memcmp(t, tag.bytes, tag.len) == 0) {
+            sc_worker_queue(w, i, out, out_len);
+            return 0;
+        }
+    }
+    return -1;
 }
 
 void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len)

@@ -189,6 +189,13 @@ int sc_worker_queues(const struct worker *w);
 int sc_worker_check_queues(struct worker *w, int in_hold);
 void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len);
 
+/* The consumer tag of the worker's queue i (the same in every process, so
+ * a standby's tags are the active one's). */
+void sc_worker_consumer_tag(const struct worker *w, int i, char *out, size_t out_len);
+
+/* The name of the worker's queue consumed under tag. Returns 0, or -1. */
+int sc_worker_queue_of_tag(const struct worker *w, amqp_bytes_t tag, char *out, size_t out_len);
+
 /* batch_begin.c: forgets the batch's state (parsed events) once its
  * deliveries are gone. */
 void sc_batch_release(struct worker *w);

@@ -21,6 +21,9 @@ GRANT SELECT, INSERT, DELETE ON app.consumed_event TO 'sidecar_consumer'@'%';
 -- consumer's configuration)
 GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_key TO 'sidecar_consumer'@'%';
 GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_held_event TO 'sidecar_consumer'@'%';
+-- ordered consumers with tenants: the copies of a tenant's deliveries sent round while
+-- its database cannot be used (in mysql.url's database)
+GRANT SELECT, INSERT, UPDATE, DELETE ON app.consumer_tenant_copy TO 'sidecar_consumer'@'%';
 -- Your handlers' own tables: grant what their statements need. The example
 -- tables' grants (the sample handlers') are in sql/examples/grants/consumer.sql,
 -- applied with the examples.
