@@ -135,9 +135,12 @@ int sc_check_run(const struct sc_config *cfg)
     if (sc_db_connect(&db, cfg, &e) == 0) {
         int parts = (cfg->n_consumers ? SC_SCHEMA_CONSUMER : 0) |
                     (cfg->relay.present ? sc_schema_relay_parts(cfg) : 0);
-        for (size_t i = 0; i < cfg->n_consumers; i++)
+        for (size_t i = 0; i < cfg->n_consumers; i++) {
             if (sc_held_mode(&cfg->consumers[i]))
                 parts |= SC_SCHEMA_HOLD;
+            if (cfg->consumers[i].ordering.present && cfg->tenants.present)
+                parts |= SC_SCHEMA_TENANT_COPY;
+        }
         char why[512];
         int schema = parts ? sc_schema_check(&db, parts, why, sizeof why, &e) : 0;
         if (schema == 1) {
@@ -148,7 +151,7 @@ int sc_check_run(const struct sc_config *cfg)
                     e.code, e.msg);
             rc = 1;
         } else if (parts) {
-            int p = parts & ~SC_SCHEMA_HOLD;
+            int p = parts & ~(SC_SCHEMA_HOLD | SC_SCHEMA_TENANT_COPY);
             const char *who = (p & SC_SCHEMA_CONSUMER) && (p & SC_SCHEMA_RELAY)
                                   ? "the consumers and the relay need"
                               : p == SC_SCHEMA_CONSUMER ? "the consumers need"

@@ -44,6 +44,11 @@ static const struct need needs[] = {
      "SELECT (" COLUMNS("consumer_held_key", "'replay_token'") ") + (" COLUMNS(
          "consumer_held_event", "'consumer_name', 'order_key', 'event_id', 'hold_seq', 'held_at'")
      ")", 6, "011_consumer_held_event.sql"},
+    {SC_SCHEMA_TENANT_COPY, "table consumer_tenant_copy (consumer_name, queue_name, tenant, "
+     "event_id, copy_rank, mark, sent_at), where an ordered consumer with tenants keeps the copies "
+     "it sent round",
+     COLUMNS("consumer_tenant_copy", "'consumer_name', 'queue_name', 'tenant', 'event_id', "
+             "'copy_rank', 'mark', 'sent_at'"), 7, "015_consumer_tenant_copy.sql"},
     {SC_SCHEMA_RELAY, "table outbox_event with every column the relay reads and writes",
      COLUMNS("outbox_event", "'event_id', 'aggregate_type', 'aggregate_id', 'event_type', "
              "'event_version', 'payload', 'status', 'lease_owner', 'lease_until', "

@@ -14,6 +14,7 @@ enum sc_schema_part {
     SC_SCHEMA_RELAY_ORDER = 4, /* relay.ordering per_aggregate: ix_outbox_event_order */
     SC_SCHEMA_HOLD = 8,     /* consumer_held_key (an ordered consumer that holds keys) */
     SC_SCHEMA_RELAY_BINLOG = 16, /* relay.source binlog: relay_checkpoint */
+    SC_SCHEMA_TENANT_COPY = 32, /* an ordered consumer with tenants: consumer_tenant_copy */
 };
 
 /* Checks the parts (a bitmask) on db's current database. Returns 0 when all
