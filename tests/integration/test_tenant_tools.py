@@ -77,8 +77,8 @@ is_eq(lines(out), [f"tenant {P}: database {PREFIX}{P}: {N_FILES} files applied, 
                    f"tenant {Q}: database {PREFIX}{Q}: {N_FILES} files applied, {N_FILES} changed the schema",
                    "migrate: 2 tenants, 2 brought current, 0 failed"],
       "one line per tenant: every file applied and each changed the schema")
-want_tables = ["consumed_event", "consumer_held_event", "consumer_held_key", "outbox_event",
-               "relay_checkpoint"]
+want_tables = ["consumed_event", "consumer_held_event", "consumer_held_key", "consumer_tenant_copy",
+               "outbox_event", "relay_checkpoint"]
 is_eq(tables(P), want_tables, f"tenant {P}: the schema's tables")
 is_eq(tables(Q), want_tables, f"tenant {Q}: the schema's tables")
 ref = {t: d for t, d in definitions(REF).items() if t in want_tables}
