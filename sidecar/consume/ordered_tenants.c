@@ -203,9 +203,9 @@ static void copies_load(struct worker *w, const char *tenant, struct sc_order_ri
         r->loaded = 1;
         if (n) {
             struct sc_log_fields lf = {.consumer = w->c->k->name};
-            sc_log(SC_LOG_INFO, &lf, "tenant %s: %d copies out of %s read back (ranks %lld..%lld); "
+            sc_log(SC_LOG_INFO, &lf, "tenant %s: %d copies out of %s read back; "
                    "they are taken in their order, the tenant's new deliveries behind them",
-                   tenant, n, r->queue, (long long)r->next, (long long)r->max);
+                   tenant, n, r->queue);
         }
     }
     free(rows);

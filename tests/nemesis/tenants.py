@@ -13,7 +13,11 @@ What runs:
   relay       relay.ordering per_aggregate, poll, tenants t1 t2 t3
   consumer    nem-tenants, sql.so appending every event to the tenant's
               nemesis_effect (no unique key: a doubled effect is two rows),
-              two workers
+              two workers; and in the same process nem-tenants-ordered, an
+              ordered consumer (key subject, 2 partitions, 2 workers) whose
+              down tenant's deliveries go round through its delay queue, to
+              nemesis_ordered_effect: per (tenant, aggregate) versions applied
+              in order, across kill -9 with copies out
   audit       a queue bound with '#': every copy the relay got confirmed, in
               the order the broker gave them
 Faults (one at a time, on a tenant the seed picks):
@@ -25,6 +29,9 @@ Faults (one at a time, on a tenant the seed picks):
   tenant-revoke         the sidecar users' grants on its database taken away
                         and their sessions killed, then granted back
   kill-relay, kill-consumer  kill -9 and restart (redeliveries, republishes)
+  tenant-revoke-kill    the consumer's grants only taken away, so the ordered
+                        consumer sends the tenant's deliveries round; kill -9
+                        of consume once a row of such a copy is written
 Checked per tenant: every outbox row PUBLISHED, one effect and one claim each
 in its own database, none in another's, per-aggregate publish order, no dead
 letter; and that during each tenant fault every other tenant's effects kept
@@ -53,6 +60,8 @@ from tenants_faults import Faults  # noqa: E402
 
 EXCHANGE = "nem-orders"
 QUEUE = "nem-tenants"
+ORDERED = "nem-tenants-ordered"
+ORDERED_DELAY_MS = 500
 AUDIT_QUEUE = "nem-tenants-audit"
 RETRY_DELAYS_MS = [500, 2000]
 AGGREGATES = 8
@@ -71,10 +80,11 @@ def setup(amqp_url):
             for f in sorted(os.listdir(schema)):
                 for s in statements(os.path.join(schema, f)):
                     cur.execute(s)
-            cur.execute("CREATE TABLE nemesis_effect (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-                        " event_id CHAR(36) NOT NULL, order_id BIGINT NOT NULL, event_version INT NULL,"
-                        " created_at DATETIME(6) NOT NULL, KEY ix_nemesis_effect_event (event_id))"
-                        " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin")
+            for table in ("nemesis_effect", "nemesis_ordered_effect"):
+                cur.execute(f"CREATE TABLE {table} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                            " event_id CHAR(36) NOT NULL, order_id BIGINT NOT NULL, event_version INT NULL,"
+                            f" created_at DATETIME(6) NOT NULL, KEY ix_{table}_event (event_id))"
+                            " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin")
             for g in grants(t):
                 cur.execute(g)
     c = pika.BlockingConnection(pika.URLParameters(amqp_url))
@@ -110,7 +120,16 @@ def configs(port, amqp_url):
                           "bindings": [{"exchange": EXCHANGE, "routing_key": "ORDER_UPDATED"}],
                           "handler": os.environ["SC_SQL_HANDLER"],
                           "handler_config": {"events": {"ORDER_UPDATED": step}, "other_events": "ignore"},
-                          "prefetch": 32, "batch_max": 16, "workers": 2, "retry_delays_ms": RETRY_DELAYS_MS}]
+                          "prefetch": 32, "batch_max": 16, "workers": 2, "retry_delays_ms": RETRY_DELAYS_MS},
+                         {"name": ORDERED, "queue": ORDERED,
+                          "bindings": [{"exchange": EXCHANGE, "routing_key": "ORDER_UPDATED"}],
+                          "handler": os.environ["SC_SQL_HANDLER"],
+                          "handler_config": {"events": {"ORDER_UPDATED": [
+                              dict(step[0], sql=step[0]["sql"].replace("nemesis_effect", "nemesis_ordered_effect"))]},
+                              "other_events": "ignore"},
+                          "prefetch": 32, "batch_max": 16, "workers": 2, "retry_delays_ms": [ORDERED_DELAY_MS],
+                          "db_outage_hold_ms": 1500,
+                          "ordering": {"key": "subject", "partitions": 2, "on_dead_letter": "hold"}}]
     return relay, cons
 
 
@@ -192,9 +211,15 @@ def drained(producers):
         left = sql(f"SELECT COUNT(*) FROM `{db}`.outbox_event WHERE status <> 'PUBLISHED'")[0][0]
         events = sql(f"SELECT COUNT(*) FROM `{db}`.outbox_event")[0][0]
         done = sql(f"SELECT COUNT(DISTINCT event_id) FROM `{db}`.nemesis_effect")[0][0]
-        if left or done < events:
-            why += f" {t}: {left} not published, {done} of {events} applied;"
+        ordered = sql(f"SELECT COUNT(DISTINCT event_id) FROM `{db}`.nemesis_ordered_effect")[0][0]
+        if left or done < events or ordered < events:
+            why += f" {t}: {left} not published, {done} of {events} applied, {ordered} by {ORDERED};"
     return why.strip()
+
+
+def copies_left():
+    """The ordered consumer's rows of copies gone round, in mysql.url's database."""
+    return sql("SELECT COUNT(*) FROM app.consumer_tenant_copy WHERE consumer_name = %s", (ORDERED,))[0][0]
 
 
 def dump_rows():
@@ -209,6 +234,9 @@ def dump_rows():
                             f" FROM `{db}`.nemesis_effect")],
             "claims": [r[0] for r in sql(f"SELECT event_id FROM `{db}`.consumed_event WHERE consumer_name = %s",
                                          (QUEUE,))],
+            "ordered": [[r[0], r[1], r[2], r[3], float(r[4])] for r in
+                        sql(f"SELECT id, event_id, order_id, event_version, UNIX_TIMESTAMP(created_at)"
+                            f" FROM `{db}`.nemesis_ordered_effect")],
         }
     return rows
 
@@ -217,11 +245,12 @@ def drain_dlq(amqp_url):
     out = []
     c = pika.BlockingConnection(pika.URLParameters(amqp_url))
     ch = c.channel()
-    while True:
-        m, props, _body = ch.basic_get(QUEUE + ".dlq", auto_ack=True)
-        if m is None:
-            break
-        out.append(props.message_id)
+    for q in (QUEUE + ".dlq", ORDERED + ".dlq"):
+        while True:
+            m, props, _body = ch.basic_get(q, auto_ack=True)
+            if m is None:
+                break
+            out.append(props.message_id)
     c.close()
     return out
 
@@ -240,7 +269,8 @@ def queue_depth(amqp_url, q):
 def queues_empty(amqp_url):
     c = pika.BlockingConnection(pika.URLParameters(amqp_url))
     try:
-        for q in [QUEUE] + [f"{QUEUE}.retry.{d}ms" for d in RETRY_DELAYS_MS]:
+        for q in ([QUEUE] + [f"{QUEUE}.retry.{d}ms" for d in RETRY_DELAYS_MS] +
+                  [f"{ORDERED}.p0", f"{ORDERED}.p1", f"{ORDERED}.retry.{ORDERED_DELAY_MS}ms"]):
             if c.channel().queue_declare(q, passive=True).method.message_count:
                 return False
         return True
@@ -311,7 +341,8 @@ def main(argv):
     t_drain = nm.now()
     why = "not asked"
     while nm.now() - t_drain < DRAIN_S:
-        why = drained(producers) or ("" if queues_empty(amqp_url) else "messages in the queues")
+        why = (drained(producers) or ("" if queues_empty(amqp_url) else "messages in the queues") or
+               (f"{copies_left()} rows of copies left" if copies_left() else ""))
         if not why:
             break
         time.sleep(1.0)
@@ -347,9 +378,14 @@ def main(argv):
                      ("stuck", "every outbox row PUBLISHED"),
                      ("producer_lost", "every committed write in the outbox, no failed one"),
                      ("out_of_order", "per aggregate, versions first published in order"),
+                     ("ordered_lost", f"{ORDERED}: every event applied in its tenant's database"),
+                     ("ordered_doubled", f"{ORDERED}: no event applied twice"),
+                     ("ordered_out_of_order", f"{ORDERED}: per (tenant, aggregate), versions applied in order"),
                      ("dead_lettered", "nothing dead-lettered")):
         tap.ok(not bad[k], f"{label} ({len(bad[k])})", " ".join(bad[k][:10]))
     hurt = [w for w in faults.windows]
+    left = copies_left()
+    tap.ok(left == 0, f"{ORDERED}: no row of a copy gone round left ({left})")
     tap.ok(hurt and not bad["stalled"], f"the other tenants kept flowing during all {len(hurt)} tenant faults"
            f" (lowest rate {s['min_unhurt_rate']} effects/s; stalled: {len(bad['stalled'])})",
            " ".join(bad["stalled"][:10]))

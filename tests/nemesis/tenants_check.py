@@ -4,7 +4,8 @@ history on its own, and the unhurt tenants' progress while one was hurt.
 Inputs, all plain data so a planted copy can be checked the same way:
   rows      {tenant: {"outbox": [[event_id, status, aggregate_id, version]],
                       "effects": [[id, event_id, order_id, version, created_at_epoch]],
-                      "claims": [event_id, ...]}}
+                      "claims": [event_id, ...],
+                      "ordered": effects of the ordered consumer, as "effects"}}
   audit     [[seq, event_id, tenant, subject, version]] in the order seen
   produced  {tenant: {event_id: outcome}} ("committed" | "unknown" | "failed")
   windows   [{"tenant": hurt, "fault": name, "start": t, "end": t}]
@@ -14,7 +15,8 @@ Returns {class: sorted ids} (empty lists when all is well) and a summary."""
 
 def check(tenants, rows, audit, produced, windows, dlq):
     bad = {k: set() for k in ("lost", "doubled", "misrouted", "stuck", "claims", "producer_lost",
-                              "out_of_order", "dead_lettered", "stalled")}
+                              "out_of_order", "dead_lettered", "stalled", "ordered_lost",
+                              "ordered_doubled", "ordered_out_of_order")}
     owner = {}  # event id -> the tenant whose outbox holds it
     for t in tenants:
         for eid, status, _agg, _v in rows[t]["outbox"]:
@@ -43,6 +45,21 @@ def check(tenants, rows, audit, produced, windows, dlq):
         for eid in mine:
             if claims.get(eid, 0) != 1:
                 bad["claims"].add(eid)
+        # the ordered consumer: each event once, and per aggregate the
+        # versions in the order they were applied (the effect's id) rising
+        seen_o, top = {}, {}
+        for e in sorted(r.get("ordered", []), key=lambda e: e[0]):
+            seen_o[e[1]] = seen_o.get(e[1], 0) + 1
+            if seen_o[e[1]] > 1:
+                bad["ordered_doubled"].add(e[1])
+                continue
+            if e[2] in top and e[3] is not None and e[3] <= top[e[2]]:
+                bad["ordered_out_of_order"].add(e[1])
+            if e[3] is not None:
+                top[e[2]] = max(top.get(e[2], e[3]), e[3])
+        for eid in mine:
+            if "ordered" in r and eid not in seen_o:
+                bad["ordered_lost"].add(eid)
         for eid, outcome in produced.get(t, {}).items():
             if outcome == "committed" and eid not in mine:
                 bad["producer_lost"].add(eid)
@@ -137,6 +154,17 @@ def self_check(tenants, rows, audit, produced, windows, dlq):
         return False, "no aggregate with two versions"
     pair[0][0], pair[1][0] = pair[1][0], pair[0][0]
     want["out_of_order"] = {pair[0][1]}
+    # the ordered consumer: two versions of one aggregate applied swapped
+    o = sorted(r[t1].get("ordered", []), key=lambda e: e[0])
+    opair = None
+    for i, e in enumerate(o):
+        later = next((f for f in o[i + 1:] if f[2] == e[2] and f[3] > e[3]), None)
+        if later:
+            opair = (e, later)
+            break
+    if opair:
+        opair[0][0], opair[1][0] = opair[1][0], opair[0][0]
+        want["ordered_out_of_order"] = {opair[0][1]}
     d = list(dlq) + [r[t3]["outbox"][0][0]]
     want["dead_lettered"] = {r[t3]["outbox"][0][0]}
     got, _ = check(tenants, r, a, produced, windows, d)

@@ -10,7 +10,8 @@ TENANTS = ("t1", "t2", "t3")
 DB = "nem_{}"
 HURT_ALL = os.environ.get("NEMESIS_TENANTS_HURT") == "all"
 SIDECAR_USERS = ("sidecar_consumer", "sidecar_relay")
-CONSUMER_TABLES = ("consumed_event", "consumer_held_key", "consumer_held_event", "nemesis_effect")
+CONSUMER_TABLES = ("consumed_event", "consumer_held_key", "consumer_held_event", "nemesis_effect",
+                   "nemesis_ordered_effect")
 TABLES = ("outbox_event",) + CONSUMER_TABLES
 
 def root(db=None, timeout=30):
@@ -35,6 +36,7 @@ def grants(t):
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON `{db}`.consumer_held_key TO 'sidecar_consumer'@'%'",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON `{db}`.consumer_held_event TO 'sidecar_consumer'@'%'",
             f"GRANT SELECT, INSERT ON `{db}`.nemesis_effect TO 'sidecar_consumer'@'%'",
+            f"GRANT SELECT, INSERT ON `{db}`.nemesis_ordered_effect TO 'sidecar_consumer'@'%'",
             f"GRANT SELECT ON `{db}`.outbox_event TO 'sidecar_relay'@'%'",
             f"GRANT UPDATE (status, lease_owner, lease_until, publish_attempts, published_at)"
             f" ON `{db}`.outbox_event TO 'sidecar_relay'@'%'"]

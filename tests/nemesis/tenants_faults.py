@@ -28,7 +28,8 @@ class Faults:
     def run(self):
         catalog = [("tenant-lock", 1.0, self.f_lock), ("tenant-kill-sessions", 1.0, self.f_kill_sessions),
                    ("tenant-revoke", 1.0, self.f_revoke), ("kill-relay", 0.4, self.f_kill),
-                   ("kill-consumer", 0.4, self.f_kill), ("tenant-lock-outbox", 0.6, self.f_lock)]
+                   ("kill-consumer", 0.4, self.f_kill), ("tenant-lock-outbox", 0.6, self.f_lock),
+                   ("tenant-revoke-kill", 0.6, self.f_revoke)]
         only = [f for f in os.environ.get("NEMESIS_FAULTS", "").split(",") if f]
         if only:
             unknown = sorted(set(only) - {c[0] for c in catalog})
@@ -107,9 +108,12 @@ class Faults:
 
     def f_revoke(self, name, t, secs):
         try:
+            # with the relay's grants kept, t's events keep coming while the
+            # consumer cannot take them: deliveries to hold and send round
+            users = ("sidecar_consumer",) if name == "tenant-revoke-kill" else SIDECAR_USERS
             for x in self._hurt(t):
                 db = DB.format(x)
-                for u in SIDECAR_USERS:
+                for u in users:
                     for tb in TABLES:
                         try:
                             sql(f"REVOKE ALL PRIVILEGES ON `{db}`.`{tb}` FROM '{u}'@'%'")
@@ -118,7 +122,21 @@ class Faults:
             start = nm.now()
             n = self._kill(t)
             self.log(name, "start", tenant=t, seconds=round(secs, 1), killed=n)
-            time.sleep(secs)
+            if name == "tenant-revoke-kill":
+                # the ordered consumer's deliveries of t out through its
+                # delay queue (past db_outage_hold_ms) when the process dies:
+                # killed once a row of one is written, or late in the window
+                p = self.procs["consume"]
+                while True:
+                    rows = sql("SELECT COUNT(*) FROM app.consumer_tenant_copy WHERE tenant = %s", (t,))[0][0]
+                    if rows or nm.now() - start > secs * 0.7:
+                        break
+                    time.sleep(0.1)
+                p.kill9()
+                self.log(name, "kill", target=p.name, copies_out=rows)
+                time.sleep(self.rng.uniform(0.2, 2.0))
+                p.start()
+            time.sleep(max(0.0, start + secs - nm.now()))
         finally:
             for x in self._hurt(t):
                 for g in grants(x):
