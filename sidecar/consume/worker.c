@@ -267,9 +267,9 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
 /* The broker's cancel says when a queue is deleted, but a worker must not
  * depend on that one frame to go on receiving (a cluster was seen to lose a
  * queue with no cancel to any of its consumers, every later event for it
- * unroutable). So a worker also asks, on a channel of its own. The session
- * ends, and the next one declares the queue, its bindings and the consumer,
- * when the queue is gone; when a sibling worker found it gone (this worker's
+ * unroutable). So a worker also asks, on a channel of its own on its
+ * publishing connection. The session ends, and the next one declares the
+ * queue, its bindings and the consumer, when the queue is gone; when a sibling worker found it gone (this worker's
  * consumer died with it); when it shows no consumer on two checks in a row;
  * and (unordered consumers) when messages wait in it on two checks in a row
  * while this worker, with nothing in hand, receives none: its consumer is
@@ -299,7 +299,7 @@ int sc_worker_check_queues(struct worker *w, int in_hold)
     /* A cancel that reached this worker is read and counted by the
      * receive: a check between the deletion and that read must not take
      * it for a silent loss. */
-    if (!in_hold && sc_amqp_frames_waiting(&w->in))
+    if (!in_hold && sc_amqp_frames_waiting(&w->in, 0))
         return 0;
     if (!in_hold && atomic_load(&w->c->queue_epoch) != w->seen_epoch)
         return lost(w, "was found gone by another worker", k->queue);
@@ -309,15 +309,20 @@ int sc_worker_check_queues(struct worker *w, int in_hold)
         char q[300], err[512] = "";
         uint32_t ready;
         sc_worker_queue(w, i, q, sizeof q);
-        enum sc_queue_state st = sc_amqp_check_queue(&w->in, q, &ready, err, sizeof err);
+        /* Asked on the publishing connection: an answer on the consuming
+         * one would come behind whatever deliveries the broker sent first,
+         * each read into memory on the way, past the batch's bound. */
+        enum sc_queue_state st = sc_amqp_check_queue(&w->out, q, &ready, err, sizeof err);
         if (st == SC_QUEUE_UNKNOWN) {
             sc_log(SC_LOG_WARN, &lf, "broker connection lost: %s", err);
             return -1;
         }
         if (st == SC_QUEUE_GONE) {
-            /* The broker sends its cancel before it answers the check: a
-             * cancel on its way is queued now, for the receive to count. */
-            if (!in_hold && sc_amqp_frames_waiting(&w->in))
+            /* The answer can come before the cancel (another connection,
+             * or the queue deleted through another node of a cluster): the
+             * cancel is given a moment to arrive, for the receive to count
+             * it. */
+            if (!in_hold && sc_amqp_frames_waiting(&w->in, SC_CANCEL_GRACE_MS))
                 return 0;
             atomic_fetch_add(&w->c->queue_epoch, 1);
             if (!in_hold)

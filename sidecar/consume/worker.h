@@ -186,6 +186,8 @@ int sc_worker_queues(const struct worker *w);
 /* Checks, at most every SC_QUEUE_CHECK_MS, that the worker's queues exist
  * and are consumed; see worker.c. Returns 0, or -1 to end the session. */
 #define SC_QUEUE_CHECK_MS 2000
+/* How long a check that found the queue gone waits for the broker's cancel. */
+#define SC_CANCEL_GRACE_MS 1000
 int sc_worker_check_queues(struct worker *w, int in_hold);
 void sc_worker_queue(const struct worker *w, int i, char *out, size_t out_len);
 

@@ -83,8 +83,9 @@ enum sc_queue_state {
 };
 /* *ready: the messages ready in it, when it exists. */
 /* 1 when frames wait to be read on the connection: queued by the library
- * during an RPC on another channel, in its buffer, or on the socket. */
-int sc_amqp_frames_waiting(struct sc_amqp *a);
+ * during an RPC on another channel, in its buffer, or on the socket within
+ * wait_ms (0: only what is there now). */
+int sc_amqp_frames_waiting(struct sc_amqp *a, int wait_ms);
 enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, uint32_t *ready,
                                         char *err, size_t err_len);
 

@@ -25,7 +25,7 @@ int sc_amqp_start_consume(struct sc_amqp *a, const char *queue, int prefetch, co
     return 0;
 }
 
-int sc_amqp_frames_waiting(struct sc_amqp *a)
+int sc_amqp_frames_waiting(struct sc_amqp *a, int wait_ms)
 {
     if (!a->conn)
         return 0;
@@ -33,7 +33,7 @@ int sc_amqp_frames_waiting(struct sc_amqp *a)
         return 1;
     amqp_socket_t *s = amqp_get_socket(a->conn);
     struct pollfd p = {.fd = s ? amqp_socket_get_sockfd(s) : -1, .events = POLLIN};
-    return p.fd >= 0 && poll(&p, 1, 0) > 0;
+    return p.fd >= 0 && poll(&p, 1, wait_ms) > 0;
 }
 
 enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, uint32_t *ready,
@@ -47,8 +47,8 @@ enum sc_queue_state sc_amqp_check_queue(struct sc_amqp *a, const char *queue, ui
             return SC_QUEUE_UNKNOWN;
         a->check_open = 1;
     }
-    /* Frames of the consuming channel that arrive meanwhile are queued by
-     * the library and read by the next receive, in order. */
+    /* Frames of other channels that arrive meanwhile are queued by the
+     * library and read next, in order. */
     amqp_queue_declare_ok_t *ok = amqp_queue_declare(a->conn, SC_AMQP_CHECK_CHANNEL,
                                                      amqp_cstring_bytes(queue), 1, 0, 0, 0,
                                                      amqp_empty_table);

@@ -83,8 +83,21 @@ def shape(label, amqp_url, start, proxy=None):
         ok(lines and lines[0].get("level") == "warn" and sc.queue in lines[0]["msg"],
            f"{label}: a warning names the queue found gone", detail=lines[:2])
     else:
-        ok(wait_until(lambda: metric(sc, "sidecar_consumer_cancelled_total") == 2, timeout=10),
-           f"{label}: each worker counted the broker's cancel", detail=metric(sc, "sidecar_consumer_cancelled_total"))
+        # The broker's cancel comes from the node holding the consumer, some
+        # time after the queue is gone from the cluster's metadata; a
+        # worker whose check sees the queue gone waits a moment for it, then
+        # counts a loss of its own (and its sibling follows). Either way
+        # each worker counts the deletion once, and each cancel it logged.
+        def counts():
+            return (metric(sc, "sidecar_consumer_cancelled_total") or 0,
+                    metric(sc, "sidecar_consumer_queue_lost_total") or 0)
+        ok(wait_until(lambda: sum(counts()) == 2, timeout=10),
+           f"{label}: each worker counted the deletion once, by the broker's cancel or its own check",
+           detail=f"(cancelled, lost) = {counts()}")
+        logged = sum(1 for l in sc.lines() if "the broker cancelled consumer" in l.get("msg", ""))
+        c, lost_n = counts()
+        diag(f"{label}: {c} cancel(s) from the broker, {lost_n} loss(es) found by the workers' checks")
+        is_eq(c, logged, f"{label}: sidecar_consumer_cancelled_total counts every cancel a worker logged")
     ok(wait_until(lambda: sc.get("/readyz")[0] == 200, timeout=10), f"{label}: /readyz is ready again")
 
     second = new_events(40, start=start + 100)
