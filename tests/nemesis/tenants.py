@@ -387,7 +387,8 @@ def main(argv):
     left = copies_left()
     tap.ok(left == 0, f"{ORDERED}: no row of a copy gone round left ({left})")
     tap.ok(hurt and not bad["stalled"], f"the other tenants kept flowing during all {len(hurt)} tenant faults"
-           f" (lowest rate {s['min_unhurt_rate']} effects/s; stalled: {len(bad['stalled'])})",
+           f" (lowest rate {s['min_unhurt_rate']} effects/s; stalled: {len(bad['stalled'])}"
+           f"{': ' + '; '.join(sorted(bad['stalled'])[:3]) if bad['stalled'] else ''})",
            " ".join(bad["stalled"][:10]))
     good, what = self_check(TENANTS, rows, audit.seen, produced, faults.windows, dlq)
     tap.ok(good, f"the checker finds each failure planted in a copy of this run's data ({what})")

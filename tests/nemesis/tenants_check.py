@@ -94,7 +94,8 @@ def check(tenants, rows, audit, produced, windows, dlq):
                 continue
             progress.append(per[t] / span)
             if per[t] == 0:
-                bad["stalled"].add(f"{w['fault']}@{w['start']:.1f}:{t}")
+                bad["stalled"].add(f"{w['fault']}@{w.get('elapsed', w['start'])}s:{t}" +
+                                   (f" (after {w['after']})" if w.get("after") else ""))
         rates.append([w["fault"], w["tenant"], round(span, 1)] +
                      [round(per[t] / span, 2) for t in tenants])
     summary = {k: len(v) for k, v in bad.items()}
@@ -123,7 +124,7 @@ def self_check(tenants, rows, audit, produced, windows, dlq):
     w = windows[0]
     unhurt = next(t for t in tenants if t != w["tenant"])
     r[unhurt]["effects"] = [e for e in r[unhurt]["effects"] if not (w["start"] <= e[4] <= w["end"])]
-    want["stalled"] = {f"{w['fault']}@{w['start']:.1f}:{unhurt}"}
+    want["stalled"] = {f"{w['fault']}@{w.get('elapsed', w['start'])}s:{unhurt}" + (f" (after {w['after']})" if w.get("after") else "")}
     if min(len(r[t]["effects"]) for t in tenants) < 3:
         return False, "too few effects outside the first fault window"
     lost = r[t1]["effects"].pop(0)

@@ -19,6 +19,7 @@ class Faults:
         self.count = 0
         self.by_kind = {}
         self.errors = []
+        self.last = None  # (fault, when it ended)
 
     def log(self, fault, phase, **detail):
         self.out.write({"t": nm.now(), "elapsed": round(nm.now() - nm.T0, 3), "fault": fault, "phase": phase,
@@ -48,13 +49,17 @@ class Faults:
             except Exception as e:  # noqa: BLE001 - recorded, the run goes on
                 self.errors.append(f"{name}: {e!r}")
                 self.log(name, "error", error=repr(e)[:300])
+            self.last = (name, nm.now())
             time.sleep(self.rng.uniform(1.0, 3.0))
 
     def _hurt(self, t):
         return list(TENANTS) if HURT_ALL else [t]
 
     def _window(self, name, t, start):
-        self.windows.append({"tenant": t, "fault": name, "start": start, "end": nm.now()})
+        # what came just before, for a window that goes wrong to be read
+        before = f"{self.last[0]} {start - self.last[1]:.1f} s before" if self.last else "first"
+        self.windows.append({"tenant": t, "fault": name, "start": start, "end": nm.now(), "after": before,
+                             "elapsed": round(start - nm.T0, 1)})
 
     def _sessions(self, t):
         users = ",".join(f"'{u}'" for u in SIDECAR_USERS)
