@@ -76,7 +76,11 @@ def shape(label, amqp_url, start, proxy=None):
        f"{label}: the queue is declared again, with both consumers, within {BOUND_S} s of its deletion "
        f"(took {took:.2f} s)", detail=queue_state(sc.queue))
     if proxy is not None:
-        ok(proxy.dropped >= 2, f"{label}: the proxy swallowed the broker's cancels ({proxy.dropped})")
+        # The workers' checks may find the queue gone, and end their
+        # sessions, before the broker sends its cancels (it sent them later
+        # than 1 s in some runs): none reaching them is the shape either way.
+        diag(f"{label}: the proxy swallowed {proxy.dropped} cancel(s) from the broker")
+        is_eq(metric(sc, "sidecar_consumer_cancelled_total"), 0, f"{label}: no cancel reached the workers")
         ok(wait_until(lambda: (metric(sc, "sidecar_consumer_queue_lost_total") or 0) >= 1, timeout=10),
            f"{label}: sidecar_consumer_queue_lost_total counts it", detail=metric(sc, "sidecar_consumer_queue_lost_total"))
         lines = [l for l in sc.lines() if "sent no cancel" in l.get("msg", "")]
