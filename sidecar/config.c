@@ -157,8 +157,8 @@ static const struct field ordering_fields[] = {
      .def_int = 1,
      .help = "1: the queue itself, single active consumer; N: queues `<queue>.p0` … spread by "
              "header `x-ordering-key` through the consistent-hash exchange `<queue>.ordering`, "
-             "whose ring holds the exchanges `<queue>.ordering.p<i>` so a key keeps its "
-             "partition across broker restarts"},
+             "whose ring holds the exchanges `<queue>.ordering.p<i>` (across a broker restart a "
+             "key keeps its partition only as the broker rebuilds the ring: drain first)"},
     {.key = "on_dead_letter", .type = F_STR, .off = ORD(on_dead_letter), .def_str = "hold",
      .choices = on_dead_letters,
      .help = "`hold`: a dead-lettered event holds its key (later events dead-lettered `held "

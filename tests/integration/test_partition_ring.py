@@ -1,17 +1,17 @@
-"""An ordered consumer's partitions keep every key on one partition across
-a broker restart. RabbitMQ rebuilds a consistent-hash exchange's ring at
-boot; a ring whose entries are queues comes back in the order the queues
-recover, so keys moved to other partitions and ran beside their earlier
-events. The sidecar's ring holds one fanout exchange per partition, bound
-in the sorted order of their names, the order the broker rebuilds it in.
+"""An ordered consumer's partitions across broker restarts. RabbitMQ
+rebuilds a consistent-hash exchange's ring at boot; a ring whose entries are
+queues comes back in the order the queues recover, so keys moved to other
+partitions on most restarts. The sidecar's ring holds one fanout exchange per
+partition, bound in the sorted order of their names, which the broker's boot
+mostly keeps, but not always (printed, not promised: see below).
 
 Checked here, with 12 partitions (names that sort apart from their numbers):
 the topology (ring entries, each bound to its queue; no queue on the ring);
 keys x versions published with no consumer, the broker restarted twice, more
-versions published: every key's messages sit in one partition queue; then
-the consumer applies every key in version order (on RabbitMQ 4.x, which does
-not always rebuild the ring so, every key left on one partition, and every
-event once). A ring built as 0.3 built
+versions published: how many keys sit in more than one partition queue; then
+the consumer applies every event once, and every key left on one partition in
+version order (the broker's boot does not always rebuild the ring in the same
+order: the split is printed, not promised). A ring built as 0.3 built
 it (queues on the ring) is moved to the new entries when the consumer
 starts on it, and a partition queue deleted and declared again leaves the
 ring as it was."""
@@ -110,22 +110,16 @@ ok(restart_broker(), "the broker restarted again")
 publish_range(sc.exchange, keys, range(7, 10), sent)
 after = where(sc.queue, sent)
 split = sorted(k for k, p in after.items() if len(p) > 1)
-# RabbitMQ 3.x rebuilds the ring of exchange entries in their sorted order
-# at boot. 4.0 did not always: one CI run in two here moved 54 of 60 keys
-# after the first of two restarts (the second moved them back), so there the
-# restart promise is not made (docs/contract.md) and what is checked is
-# what still holds: every key on its partition in order, each event once.
-major = int((rabbitmqctl("version").stdout.strip() or "0").split(".")[0])
-promised = major < 4
+# RabbitMQ rebuilds the ring at boot, and the order it ends in is not fixed:
+# quiet, 3.10 kept every key; under load (a cluster test beside it) 45 of 60
+# keys moved, and 4.0 moved 54 of 60 at one of two restarts. So the restart
+# promise is not made (docs/contract.md); what is checked is what holds:
+# every key's events in the partition queues, each applied once, and every
+# key left on one partition applied in version order.
 diag(f"RabbitMQ {rabbitmqctl('version').stdout.strip()}: {len(split)} of {len(keys)} keys on two "
-     f"partitions or more after two restarts ({'promised: 0' if promised else 'not promised on 4.x'})")
-if promised:
-    ok(len(after) == len(keys) and not split,
-       "after two restarts: every key's 9 versions still in its one partition",
-       f"{len(split)} keys on two partitions or more: {split[:5]}")
-    ok(all(after.get(k) == before.get(k) for k in keys), "and in the partition it was in before")
-else:
-    is_eq(len(after), len(keys), "after two restarts: every key's versions are in the partition queues")
+     f"partitions or more after two restarts; "
+     f"{sum(1 for k in keys if after.get(k) != before.get(k))} not where they were before")
+is_eq(len(after), len(keys), "after two restarts: every key's versions are in the partition queues")
 
 sc2 = consumer(like=sc)
 ok(sc2.start(), "the consumer starts on them")
@@ -135,15 +129,11 @@ rows = seen(sent)
 per_key = {}
 for _, eid, subject, version, _ in rows:
     per_key.setdefault(subject, []).append(version)
-if promised:
-    bad = [k for k in keys if per_key.get(k) != list(range(1, 10))]
-    ok(not bad, "every key applied once each, in version order", [(k, per_key.get(k)) for k in bad[:3]])
-else:
-    bad = [k for k in keys if sorted(per_key.get(k, [])) != list(range(1, 10))]
-    ok(not bad, "every key applied once each", [(k, per_key.get(k)) for k in bad[:3]])
-    bad = [k for k in keys if k not in split and per_key.get(k) != list(range(1, 10))]
-    ok(not bad, f"every key left on one partition ({len(keys) - len(split)}) applied in version order",
-       [(k, per_key.get(k)) for k in bad[:3]])
+bad = [k for k in keys if sorted(per_key.get(k, [])) != list(range(1, 10))]
+ok(not bad, "every key applied once each", [(k, per_key.get(k)) for k in bad[:3]])
+bad = [k for k in keys if k not in split and per_key.get(k) != list(range(1, 10))]
+ok(not bad, f"every key left on one partition ({len(keys) - len(split)}) applied in version order",
+   [(k, per_key.get(k)) for k in bad[:3]])
 sc2.stop()
 
 # ---- a ring as 0.3 built it: the queues on the ring ---------------------------
