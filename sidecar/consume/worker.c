@@ -269,8 +269,9 @@ int sc_worker_open(struct worker *w, char *why, size_t why_len, unsigned *code)
  * queue with no cancel to any of its consumers, every later event for it
  * unroutable). So a worker also asks, on a channel of its own on its
  * publishing connection. The session ends, and the next one declares the
- * queue, its bindings and the consumer, when the queue is gone; when a sibling worker found it gone (this worker's
- * consumer died with it); when it shows no consumer on two checks in a row;
+ * queue, its bindings and the consumer, when the queue is gone; when a
+ * sibling worker found it gone (this worker's consumer died with it); when
+ * it shows no consumer on two checks in a row;
  * and (unordered consumers) when messages wait in it on two checks in a row
  * while this worker, with nothing in hand, receives none: its consumer is
  * not on the queue any more (another worker declared it again first). While

@@ -13,6 +13,13 @@ Inputs, all plain data so a planted copy can be checked the same way:
 Returns {class: sorted ids} (empty lists when all is well) and a summary."""
 
 
+def stall_label(w, t):
+    """How a window where tenant t made no progress is named: the fault,
+    its run time, t, and what came just before it."""
+    return (f"{w['fault']}@{w.get('elapsed', w['start'])}s:{t}" +
+            (f" (after {w['after']})" if w.get("after") else ""))
+
+
 def check(tenants, rows, audit, produced, windows, dlq):
     bad = {k: set() for k in ("lost", "doubled", "misrouted", "stuck", "claims", "producer_lost",
                               "out_of_order", "dead_lettered", "stalled", "ordered_lost",
@@ -94,8 +101,7 @@ def check(tenants, rows, audit, produced, windows, dlq):
                 continue
             progress.append(per[t] / span)
             if per[t] == 0:
-                bad["stalled"].add(f"{w['fault']}@{w.get('elapsed', w['start'])}s:{t}" +
-                                   (f" (after {w['after']})" if w.get("after") else ""))
+                bad["stalled"].add(stall_label(w, t))
         rates.append([w["fault"], w["tenant"], round(span, 1)] +
                      [round(per[t] / span, 2) for t in tenants])
     summary = {k: len(v) for k, v in bad.items()}
@@ -124,7 +130,7 @@ def self_check(tenants, rows, audit, produced, windows, dlq):
     w = windows[0]
     unhurt = next(t for t in tenants if t != w["tenant"])
     r[unhurt]["effects"] = [e for e in r[unhurt]["effects"] if not (w["start"] <= e[4] <= w["end"])]
-    want["stalled"] = {f"{w['fault']}@{w.get('elapsed', w['start'])}s:{unhurt}" + (f" (after {w['after']})" if w.get("after") else "")}
+    want["stalled"] = {stall_label(w, unhurt)}
     if min(len(r[t]["effects"]) for t in tenants) < 3:
         return False, "too few effects outside the first fault window"
     lost = r[t1]["effects"].pop(0)
