@@ -294,16 +294,18 @@ int sc_worker_check_queues(struct worker *w, int in_hold)
     const struct sc_consumer_config *k = w->c->k;
     struct sc_log_fields lf = {.consumer = k->name};
     int64_t now = sc_now_ms();
-    if (now - w->last_queue_check_ms < SC_QUEUE_CHECK_MS)
-        return 0;
-    w->last_queue_check_ms = now;
     /* A cancel that reached this worker is read and counted by the
      * receive: a check between the deletion and that read must not take
      * it for a silent loss. */
     if (!in_hold && sc_amqp_frames_waiting(&w->in, 0))
         return 0;
+    /* A sibling's finding costs nothing to read: it is acted on at the
+     * first idle receive, not at this worker's next round of asking. */
     if (!in_hold && atomic_load(&w->c->queue_epoch) != w->seen_epoch)
         return lost(w, "was found gone by another worker", k->queue);
+    if (now - w->last_queue_check_ms < SC_QUEUE_CHECK_MS)
+        return 0;
+    w->last_queue_check_ms = now;
     int unconsumed = 0, waiting = 0;
     char first[300] = "";
     for (int i = 0; i < sc_worker_queues(w); i++) {
@@ -323,8 +325,12 @@ int sc_worker_check_queues(struct worker *w, int in_hold)
              * or the queue deleted through another node of a cluster): the
              * cancel is given a moment to arrive, for the receive to count
              * it. */
-            if (!in_hold && sc_amqp_frames_waiting(&w->in, SC_CANCEL_GRACE_MS))
+            if (!in_hold && sc_amqp_frames_waiting(&w->in, SC_CANCEL_GRACE_MS)) {
+                /* Whatever came is read first; when it was not the cancel,
+                 * the next idle receive asks again at once. */
+                w->last_queue_check_ms = 0;
                 return 0;
+            }
             atomic_fetch_add(&w->c->queue_epoch, 1);
             if (!in_hold)
                 return lost(w, "is gone and the broker sent no cancel", q);
