@@ -169,6 +169,14 @@ void sc_tenant_found_free(struct sc_tenant_found *f)
     memset(f, 0, sizeof *f);
 }
 
+int sc_tenant_refused_first(char ***seen, size_t *n, const char *db)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*seen)[i], db) == 0)
+            return 0;
+    return *n < SC_TENANT_REFUSED_LOGGED_MAX && push(seen, n, db) == 0;
+}
+
 int sc_tenant_names_all(const struct sc_config *cfg, char ***names, size_t *n)
 {
     *names = NULL;

@@ -25,6 +25,17 @@ int sc_tenant_discover(const struct sc_config *cfg, const regex_t *names,
                        struct sc_tenant_found *out, char *why, size_t why_len);
 void sc_tenant_found_free(struct sc_tenant_found *f);
 
+/* The most refused database names a listing's user remembers as logged:
+ * past it the rest are not logged (the set must not grow with every
+ * database). */
+#define SC_TENANT_REFUSED_LOGGED_MAX 1024
+
+/* For logging a refused database name once: 1 when db is not in *seen
+ * (n names) and was added to it (log it now), 0 when it is there already
+ * or cannot be added (full, out of memory). Free with
+ * sc_tenant_names_free. */
+int sc_tenant_refused_first(char ***seen, size_t *n, const char *db);
+
 /* The tenant part of database name db, given the pattern's prefix and
  * suffix around {tenant} (pure, for the tests). Returns its length with
  * the part in out, or -1 when db does not match or the part is empty or

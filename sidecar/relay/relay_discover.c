@@ -25,10 +25,6 @@
 #include "tenant.h"
 #include "tenant_discover.h"
 
-/* Refused names remembered so each is logged once; past this many the
- * rest are not logged (the set must not grow with every database). */
-#define REFUSED_LOGGED_MAX 1024
-
 /* One listing's outcome: the tenants found, or why it failed. */
 struct listing {
     int failed;
@@ -76,20 +72,9 @@ static int found_has(const struct sc_tenant_found *f, const char *name)
 
 static void log_refused(struct sc_relay_tenants *ts, const char *db)
 {
-    for (size_t i = 0; i < ts->n_refused; i++)
-        if (strcmp(ts->refused[i], db) == 0)
-            return;
-    if (ts->n_refused >= REFUSED_LOGGED_MAX)
-        return;
-    char **a = realloc(ts->refused, (ts->n_refused + 1) * sizeof *a);
-    if (!a)
-        return;
-    ts->refused = a;
-    if (!(a[ts->n_refused] = strdup(db)))
-        return;
-    ts->n_refused++;
-    sc_warn("relay: tenants.discover: database %.64s ignored: its tenant part is not a name "
-            "tenants.names accepts (logged once)", db);
+    if (sc_tenant_refused_first(&ts->refused, &ts->n_refused, db))
+        sc_warn("relay: tenants.discover: database %.64s ignored: its tenant part is not a name "
+                "tenants.names accepts (logged once)", db);
 }
 
 /* Turns a listing into tenants joining and leaving the round (the relay's
