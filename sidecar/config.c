@@ -338,19 +338,21 @@ static const struct field tenants_fields[] = {
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",
      .help = "the tenants by name (each must match `names`): the databases `check`, `migrate --all` "
-             "and `purge` go over and the relay reads ([contract.md](contract.md#the-relay-with-tenants))"},
+             "and `purge` go over and the relay and the console read "
+             "([contract.md](contract.md#the-relay-with-tenants))"},
     {.key = "discover", .type = F_INT, .off = TEN(discover), .min = 0, .max = 1,
      .def_doc = "`false`",
      .help = "`true`: the tenants are found on the server of the first `database_url` node: each "
              "database whose name matches the URL's (`app_{tenant}`), with an `outbox_event` table "
-             "the user can see and a tenant part `names` accepts. The relay lists them again every "
-             "`discover_ms`; `check`, `migrate --all` and `purge` go over them. Excludes `list` "
-             "([contract.md](contract.md#the-relay-with-tenants))"},
+             "the user can see and a tenant part `names` accepts. The relay and the console list "
+             "them again every `discover_ms`; `check`, `migrate --all` and `purge` go over them. "
+             "Excludes `list` ([contract.md](contract.md#the-relay-with-tenants))"},
     {.key = "discover_ms", .type = F_INT, .off = TEN(discover_ms), .min = 1000, .max = 3600000,
      .def_int = 30000,
      .help = "with `discover`: how often the relay lists the tenant databases again, on a "
              "thread of its own beside the claims (a new one joins the round, one gone is dropped "
-             "after its batch in hand)"},
+             "after its batch in hand), and the console, on its tenants sampler before a sample (a "
+             "new one joins the selector and the backlog table, one gone leaves them)"},
     {.key = "metrics_top", .type = F_INT, .off = TEN(metrics_top), .min = 0, .max = 1000,
      .def_int = 10,
      .help = "per-tenant metric series only for this many tenants, those with the largest backlog "

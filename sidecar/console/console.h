@@ -54,7 +54,8 @@ struct sc_console_pool {
     pthread_mutex_t lock;
     struct sc_db db[SC_CONSOLE_DB_SLOTS];
     int busy[SC_CONSOLE_DB_SLOTS];
-    int tenant[SC_CONSOLE_DB_SLOTS]; /* whose database a session is in: -1 mysql.url's */
+    char tenant[SC_CONSOLE_DB_SLOTS][SC_TENANT_MAX + 1]; /* whose database a session is in:
+                                                          "" mysql.url's */
 };
 
 struct sc_console_sampler;
@@ -73,18 +74,23 @@ struct sc_console {
 };
 
 /* console_tenants.c: the tenant a request names (?tenant=NAME): 0 with
- * *idx its index in tenants.list, or -1 when name is NULL (mysql.url's
- * database); -1 with *err and *status (400 a name no tenant can have or a
- * console without tenants, 404 one not in tenants.list). */
-int sc_console_tenant(const struct sc_console *con, const char *name, int *idx, json_t **err,
-                      unsigned *status);
+ * *tenant name, one of the tenants now (tenants.list, or those the last
+ * listing of tenants.discover found), or NULL when name is NULL
+ * (mysql.url's database); -1 with *err and *status (400 a name no tenant
+ * can have or a console without tenants, 404 one not a tenant now, 503
+ * tenants.discover has not listed them yet). Tenants are named, never
+ * numbered, past this: a listing may change the set meanwhile. */
+int sc_console_tenant(const struct sc_console *con, const char *name, const char **tenant,
+                      json_t **err, unsigned *status);
 
 /* console_sample.c */
 struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con);
 void sc_console_sampler_stop(struct sc_console_sampler *s);
 /* console_overview.c */
-json_t *sc_console_overview(struct sc_console_sampler *s, int tenant); /* -1: not one */
-json_t *sc_console_history(struct sc_console_sampler *s, int tenant);
+/* tenant: a tenant's name, or NULL (not one); one gone since it was checked
+ * is a 404 in *status. */
+json_t *sc_console_overview(struct sc_console_sampler *s, const char *tenant, unsigned *status);
+json_t *sc_console_history(struct sc_console_sampler *s, const char *tenant, unsigned *status);
 /* console_metrics.c */
 char *sc_console_metrics(struct sc_console_sampler *s); /* Prometheus text, malloc'd */
 
@@ -98,9 +104,9 @@ void sc_console_pool_close(struct sc_console_pool *p);
 void sc_console_db_session(struct sc_db *db);
 
 /* A database session from the pool (slot in *slot) in tenant's database
- * (-1: mysql.url's), or NULL with *status and *err set (busy: 503 at once;
+ * (NULL: mysql.url's), or NULL with *status and *err set (busy: 503 at once;
  * cannot connect: 503 with the error). */
-struct sc_db *sc_console_db_get(struct sc_console *con, int tenant, int *slot, json_t **err,
+struct sc_db *sc_console_db_get(struct sc_console *con, const char *tenant, int *slot, json_t **err,
                                 unsigned *status);
 /* Back to the pool; broken: close it (a connection-class error). */
 void sc_console_db_put(struct sc_console *con, int slot, int broken);
@@ -111,12 +117,14 @@ json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigne
 
 /* console_live_db.c, console_live_dlq.c: each returns a JSON reply and sets
  * *status (HTTP); tenant as for sc_console_db_get. */
-json_t *sc_console_outbox_rows(struct sc_console *con, int tenant, const char *status_name,
-                               const char *after, int limit, unsigned *status);
-json_t *sc_console_event(struct sc_console *con, int tenant, const char *id, unsigned *status);
-json_t *sc_console_aggregate(struct sc_console *con, int tenant, const char *type, const char *id,
-                             const char *after, int limit, unsigned *status);
-/* The dead-letter reads (console_live_dlq.c). tenant: a tenants.list name
+json_t *sc_console_outbox_rows(struct sc_console *con, const char *tenant,
+                               const char *status_name, const char *after, int limit,
+                               unsigned *status);
+json_t *sc_console_event(struct sc_console *con, const char *tenant, const char *id,
+                         unsigned *status);
+json_t *sc_console_aggregate(struct sc_console *con, const char *tenant, const char *type,
+                             const char *id, const char *after, int limit, unsigned *status);
+/* The dead-letter reads (console_live_dlq.c). tenant: a tenant's name
  * (?tenant=NAME) to keep only the dead letters whose x-sidecar-tenant is
  * it, or NULL for every one. */
 json_t *sc_console_dlq(struct sc_console *con, const char *consumer, const char *tenant, int offset,
@@ -127,7 +135,7 @@ json_t *sc_console_dlq_find(struct sc_console *con, const char *id, const char *
 /* console_action.c: who names the caller (token name and address). */
 json_t *sc_console_replay(struct sc_console *con, const char *who, const char *tenant,
                           const json_t *req, unsigned *status);
-json_t *sc_console_set_pending(struct sc_console *con, int tenant, const char *who,
+json_t *sc_console_set_pending(struct sc_console *con, const char *tenant, const char *who,
                                const json_t *req, unsigned *status);
 
 /* console_http.c */

@@ -149,7 +149,7 @@ json_t *sc_console_replay(struct sc_console *con, const char *who, const char *t
     return reply;
 }
 
-json_t *sc_console_set_pending(struct sc_console *con, int tenant, const char *who,
+json_t *sc_console_set_pending(struct sc_console *con, const char *tenant, const char *who,
                                const json_t *req, unsigned *status)
 {
     const char *id = json_string_value(json_object_get(req, "event_id"));

@@ -106,12 +106,6 @@ static const char *arg(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 }
 
-/* The tenants.list name of a request's tenant index, or NULL for none. */
-static const char *tenant_name(const struct sc_console *con, int tenant)
-{
-    return tenant >= 0 ? con->cfg->tenants.list[tenant] : NULL;
-}
-
 static int int_arg(struct MHD_Connection *c, const char *name, int def)
 {
     const char *v = arg(c, name);
@@ -237,11 +231,11 @@ static enum MHD_Result action(struct sc_console_http *h, struct MHD_Connection *
     char by[200];
     snprintf(by, sizeof by, "%s from %s", who, from);
     unsigned status = 500;
-    int tenant = -1;
+    const char *tenant = NULL;
     json_t *out = NULL;
     if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status) == 0)
         out = strcmp(url, "/api/dlq/replay") == 0
-                  ? sc_console_replay(con, by, tenant_name(con, tenant), req, &status)
+                  ? sc_console_replay(con, by, tenant, req, &status)
                   : sc_console_set_pending(con, tenant, by, req, &status);
     json_decref(req);
     if (out)
@@ -290,7 +284,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
      * refused here, before any query. */
     unsigned status = 200;
     json_t *out = NULL;
-    int tenant = -1;
+    const char *tenant = NULL;
     if (sc_console_tenant(con, arg(c, "tenant"), &tenant, &out, &status)) {
         if (strncmp(url, "/api/", 5) == 0)
             return send_json(c, status, out);
@@ -312,9 +306,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_bytes(c, 200, "text/plain; version=0.0.4", m, strlen(m), MHD_RESPMEM_MUST_FREE);
     }
     if (strcmp(url, "/api/overview") == 0)
-        out = sc_console_overview(con->sampler, tenant);
+        out = sc_console_overview(con->sampler, tenant, &status);
     else if (strcmp(url, "/api/history") == 0)
-        out = sc_console_history(con->sampler, tenant);
+        out = sc_console_history(con->sampler, tenant, &status);
     else if (strcmp(url, "/api/outbox") == 0)
         out = sc_console_outbox_rows(con, tenant, arg(c, "status"), arg(c, "after"),
                                      int_arg(c, "limit", 50), &status);
@@ -324,10 +318,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         out = sc_console_aggregate(con, tenant, arg(c, "type"), arg(c, "id"), arg(c, "after"),
                                    int_arg(c, "limit", 50), &status);
     else if (strcmp(url, "/api/dlq") == 0)
-        out = sc_console_dlq(con, arg(c, "consumer"), tenant_name(con, tenant),
+        out = sc_console_dlq(con, arg(c, "consumer"), tenant,
                              int_arg(c, "offset", 0), int_arg(c, "limit", 20), &status);
     else if (strcmp(url, "/api/dlq/find") == 0)
-        out = sc_console_dlq_find(con, arg(c, "id"), tenant_name(con, tenant), &status);
+        out = sc_console_dlq_find(con, arg(c, "id"), tenant, &status);
     else
         return send_error(c, 404, "not found: see docs/operations.md for the console's API");
     return send_json(c, status, out);

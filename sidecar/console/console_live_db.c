@@ -23,8 +23,9 @@
 
 /* ---- outbox rows ---------------------------------------------------------- */
 
-json_t *sc_console_outbox_rows(struct sc_console *con, int tenant, const char *status_name,
-                               const char *after, int limit, unsigned *status)
+json_t *sc_console_outbox_rows(struct sc_console *con, const char *tenant,
+                               const char *status_name, const char *after, int limit,
+                               unsigned *status)
 {
     static const char *const allowed[] = {"PENDING", "PUBLISHING", "FAILED", "PUBLISHED"};
     const char *st = NULL;
@@ -123,7 +124,8 @@ json_t *sc_console_outbox_rows(struct sc_console *con, int tenant, const char *s
 
 /* ---- one event ------------------------------------------------------------ */
 
-json_t *sc_console_event(struct sc_console *con, int tenant, const char *id, unsigned *status)
+json_t *sc_console_event(struct sc_console *con, const char *tenant, const char *id,
+                         unsigned *status)
 {
     char canon[37];
     size_t len = id ? strlen(id) : 0;
@@ -244,8 +246,8 @@ fail:
     return sc_console_db_error("event", &e, status);
 }
 
-json_t *sc_console_aggregate(struct sc_console *con, int tenant, const char *type, const char *id,
-                             const char *after, int limit, unsigned *status)
+json_t *sc_console_aggregate(struct sc_console *con, const char *tenant, const char *type,
+                             const char *id, const char *after, int limit, unsigned *status)
 {
     if (!type || !type[0] || !id || !id[0] || strlen(type) > 64 || strlen(id) > 64) {
         *status = 400;

@@ -25,7 +25,7 @@ char *sc_console_metrics(struct sc_console_sampler *s)
             "sidecar_console_sample_seconds{server=\"mysql\"} %.3f\n"
             "sidecar_console_sample_seconds{server=\"amqp\"} %.3f\n",
         (double)s->dbs.last_took_ms / 1000.0, (double)s->amqps.last_took_ms / 1000.0);
-    if (s->nt) {
+    if (s->tenanted) {
         size_t down = 0;
         for (size_t i = 0; i < s->nt; i++)
             down += s->tenants[i].sampled && !s->tenants[i].ok;

@@ -59,9 +59,30 @@ static json_t *tenant_server_json(const struct tenant_reading *r, const char *na
     return o;
 }
 
+/* The reply for a tenant that a listing dropped since the request's name
+ * was checked. */
+static json_t *tenant_gone(const char *tenant, unsigned *status)
+{
+    *status = 404;
+    char msg[200];
+    snprintf(msg, sizeof msg, "tenant %s: no longer among the tenants found (tenants.discover)",
+             tenant);
+    return json_pack("{s:s, s:s}", "error", msg, "tenant", tenant);
+}
+
+/* With tenants.discover: how the listing goes. */
+static json_t *discover_json(const struct sc_console_sampler *s)
+{
+    const struct sc_tenants_config *tc = &s->con->cfg->tenants;
+    if (!tc->discover)
+        return json_null();
+    return json_pack("{s:i, s:b, s:o}", "every_ms", tc->discover_ms, "listed", s->listed, "error",
+                     s->list_error[0] ? json_string(s->list_error) : json_null());
+}
+
 /* The overview: of mysql.url's database; with tenants, of their totals
- * and a table of them; of one tenant when tenant >= 0. */
-json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
+ * and a table of them; of one tenant when tenant is not NULL. */
+json_t *sc_console_overview(struct sc_console_sampler *s, const char *tenant, unsigned *status)
 {
     struct sc_console *con = s->con;
     char db_ep[300] = "", amqp_ep[300] = "";
@@ -69,25 +90,33 @@ json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
     sc_url_endpoint(con->cfg->amqp_url, amqp_ep, sizeof amqp_ep);
     json_t *out = json_object();
     pthread_mutex_lock(&s->lock);
-    const struct tenant_reading *tr = tenant >= 0 ? &s->tenants[tenant] : NULL;
+    int ti = tenant ? sc_console_tenant_index(s, tenant) : -1;
+    if (tenant && ti < 0) {
+        pthread_mutex_unlock(&s->lock);
+        json_decref(out);
+        return tenant_gone(tenant, status);
+    }
+    const struct tenant_reading *tr = ti >= 0 ? &s->tenants[ti] : NULL;
     json_object_set_new(out, "time", json_integer(sc_console_wall_ms()));
     json_object_set_new(out, "sample_ms", json_integer(con->cfg->console_sample_ms));
     json_object_set_new(out, "read_only", json_boolean(con->n_tokens == 0));
-    json_object_set_new(out, "scope", json_string(tr ? "tenant" : s->nt ? "totals" : "database"));
-    json_object_set_new(out, "tenant", tr ? json_string(con->cfg->tenants.list[tenant]) : json_null());
+    json_object_set_new(out, "scope",
+                        json_string(tr ? "tenant" : s->tenanted ? "totals" : "database"));
+    json_object_set_new(out, "tenant", tr ? json_string(tenant) : json_null());
     json_t *names = json_array();
     for (size_t i = 0; i < s->nt; i++)
-        json_array_append_new(names, json_string(con->cfg->tenants.list[i]));
+        json_array_append_new(names, json_string(s->tnames[i]));
     json_object_set_new(out, "tenants_list", names);
-    json_object_set_new(out, "database", tr ? tenant_server_json(tr, con->cfg->tenants.list[tenant])
+    json_object_set_new(out, "tenants_discover", discover_json(s));
+    json_object_set_new(out, "database", tr ? tenant_server_json(tr, tenant)
                                             : server_json(&s->dbs, db_ep));
     json_object_set_new(out, "broker", server_json(&s->amqps, amqp_ep));
     if (tr) {
         json_object_set_new(out, "outbox", outbox_json(tr->by_status, tr->oldest_age_s, json_null(),
                                                        tr->publish_per_min));
-        json_object_set_new(out, "tenant_row", sc_console_tenant_json(s, (size_t)tenant));
+        json_object_set_new(out, "tenant_row", sc_console_tenant_json(s, (size_t)ti));
         json_object_set_new(out, "tenant_consumed_per_min", real_or_null(tr->consumed_per_min));
-    } else if (s->nt) {
+    } else if (s->tenanted) {
         json_t *total = sc_console_tenants_total(s);
         json_t *o = json_pack("{s:O, s:O, s:n, s:n}", "counts", json_object_get(total, "counts"),
                               "oldest_pending_age_s", json_object_get(total, "oldest_pending_age_s"),
@@ -108,7 +137,7 @@ json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
                               "queue_messages", num_or_null(s->queue_msgs[k]), "queue_consumers",
                               num_or_null(s->queue_cons[k]), "dlq_messages",
                               num_or_null(s->dlq_msgs[k]), "consumed_per_min",
-                              real_or_null(tr || s->nt ? -1 : s->consumed_per_min[k]));
+                              real_or_null(tr || s->tenanted ? -1 : s->consumed_per_min[k]));
         json_object_set_new(o, "queue_error", s->queue_err[k][0] ? json_string(s->queue_err[k])
                                                                  : json_null());
         json_array_append_new(cs, o);
@@ -121,7 +150,7 @@ json_t *sc_console_overview(struct sc_console_sampler *s, int tenant)
 /* The charts' hour: of mysql.url's database; with tenants, of their
  * totals, or of the one tenant (its backlog, publish rate and oldest age:
  * consumption per consumer is mysql.url's only). */
-json_t *sc_console_history(struct sc_console_sampler *s, int tenant)
+json_t *sc_console_history(struct sc_console_sampler *s, const char *tenant, unsigned *status)
 {
     size_t nk = s->nk;
     const char **db_names = calloc(3 + nk, sizeof *db_names);
@@ -143,8 +172,14 @@ json_t *sc_console_history(struct sc_console_sampler *s, int tenant)
         amqp_names[nk + k] = labels[2 * nk + k];
     }
     pthread_mutex_lock(&s->lock);
-    json_t *dbj = !s->nt ? sc_console_ring_json(&s->dbr, db_names)
-                  : sc_console_ring_json(tenant >= 0 ? &s->tenr[tenant] : &s->totr, db_names);
+    int ti = tenant ? sc_console_tenant_index(s, tenant) : -1;
+    if (tenant && ti < 0) {
+        pthread_mutex_unlock(&s->lock);
+        out = tenant_gone(tenant, status);
+        goto done;
+    }
+    json_t *dbj = !s->tenanted ? sc_console_ring_json(&s->dbr, db_names)
+                  : sc_console_ring_json(ti >= 0 ? &s->tenr[ti] : &s->totr, db_names);
     json_t *aj = sc_console_ring_json(&s->amqpr, amqp_names);
     pthread_mutex_unlock(&s->lock);
     out = json_pack("{s:i, s:o?, s:o?}", "sample_ms", s->con->cfg->console_sample_ms,

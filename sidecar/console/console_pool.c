@@ -3,6 +3,7 @@
  * in, else it is refused at once. The samplers' sessions are set up the
  * same way (sc_console_db_session). */
 #include <stdio.h>
+#include <string.h>
 
 #include "console.h"
 #include "tenant.h"
@@ -45,14 +46,15 @@ json_t *sc_console_db_error(const char *what, const struct sc_db_err *e, unsigne
     return json_pack("{s:s}", "error", msg);
 }
 
-/* Connects slot i to tenant's database (-1: mysql.url's). */
-static int pool_connect(struct sc_console *con, struct sc_db *db, int tenant, struct sc_db_err *e)
+/* Connects slot i to tenant's database (NULL: mysql.url's). */
+static int pool_connect(struct sc_console *con, struct sc_db *db, const char *tenant,
+                        struct sc_db_err *e)
 {
-    if (tenant < 0)
+    if (!tenant)
         return sc_db_connect(db, &con->cfg_short, e);
     const struct sc_tenants_config *tc = &con->cfg->tenants;
     char **urls;
-    if (sc_tenant_urls(tc, tc->list[tenant], &urls)) {
+    if (sc_tenant_urls(tc, tenant, &urls)) {
         snprintf(e->msg, sizeof e->msg, "out of memory");
         e->cls = SC_DBERR_FAILURE;
         return -1;
@@ -62,16 +64,17 @@ static int pool_connect(struct sc_console *con, struct sc_db *db, int tenant, st
     return rc;
 }
 
-struct sc_db *sc_console_db_get(struct sc_console *con, int tenant, int *slot, json_t **err,
-                                unsigned *status)
+struct sc_db *sc_console_db_get(struct sc_console *con, const char *tenant, int *slot,
+                                json_t **err, unsigned *status)
 {
     struct sc_console_pool *p = &con->pool;
+    const char *in = tenant ? tenant : ""; /* p->tenant's form */
     int i;
     pthread_mutex_lock(&p->lock);
     /* An idle session in that database, else a free slot to connect in,
      * else an idle session elsewhere, closed to connect again. */
     for (i = 0; i < SC_CONSOLE_DB_SLOTS &&
-                (p->busy[i] || !sc_db_connected(&p->db[i]) || p->tenant[i] != tenant); i++)
+                (p->busy[i] || !sc_db_connected(&p->db[i]) || strcmp(p->tenant[i], in) != 0); i++)
         ;
     if (i == SC_CONSOLE_DB_SLOTS)
         for (i = 0; i < SC_CONSOLE_DB_SLOTS && (p->busy[i] || sc_db_connected(&p->db[i])); i++)
@@ -89,7 +92,7 @@ struct sc_db *sc_console_db_get(struct sc_console *con, int tenant, int *slot, j
                          "(slow or not answering); try again");
         return NULL;
     }
-    if (sc_db_connected(&p->db[i]) && p->tenant[i] != tenant)
+    if (sc_db_connected(&p->db[i]) && strcmp(p->tenant[i], in) != 0)
         sc_db_close(&p->db[i]);
     if (!sc_db_connected(&p->db[i])) {
         struct sc_db_err e = {0};
@@ -101,7 +104,7 @@ struct sc_db *sc_console_db_get(struct sc_console *con, int tenant, int *slot, j
             pthread_mutex_unlock(&p->lock);
             return NULL;
         }
-        p->tenant[i] = tenant;
+        snprintf(p->tenant[i], sizeof p->tenant[i], "%s", in);
         sc_console_db_session(&p->db[i]);
     }
     *slot = i;

@@ -5,7 +5,10 @@
  *
  * This file is the one writer of the state under the sampler's lock: the
  * sample files (console_sample_db.c, console_sample_amqp.c) return a
- * reading, which is stored here, so what a view sees changes in one place. */
+ * reading, which is stored here, so what a view sees changes in one place.
+ * With tenants.discover the set of tenants changes here too, between two
+ * sweeps of the tenants thread (retenant). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +171,102 @@ static void push_totals(struct sc_console_sampler *s)
     sc_console_ring_push(&s->totr, sc_console_wall_ms(), tot);
 }
 
+/* The tenants a listing found become the tenants shown: one still found
+ * keeps its reading, its hour of history and its rates' counters; a new one
+ * starts unsampled (the sweep that follows reads it); one no longer found
+ * leaves, with its history. The new arrays are built first and swapped in
+ * under the lock, so a view sees the tenants before or after, never half.
+ * Out of memory: the tenants stay as they were, the next listing tries
+ * again. The tenants thread's only: it is the one writer of the set. */
+static void retenant(struct sc_console_sampler *s, const struct sc_tenant_found *f)
+{
+    size_t n = f->n, n1 = n ? n : 1, old_n = s->nt, made = 0;
+    sc_console_tenant_name *names = calloc(n1, sizeof *names);
+    struct tenant_reading *readings = calloc(n1, sizeof *readings);
+    struct sc_console_ring *rings = calloc(n1, sizeof *rings);
+    struct tenant_track *track = calloc(n1, sizeof *track);
+    size_t *from = malloc(n1 * sizeof *from);
+    char *kept = calloc(old_n ? old_n : 1, 1);
+    if (!names || !readings || !rings || !track || !from || !kept)
+        goto oom;
+    /* Both sorted by name (the listing's by sc_console_discover_due, the
+     * tenants shown since they are the last listing's): one walk pairs them. */
+    for (size_t i = 0, j = 0; i < n; i++) {
+        while (j < old_n && strcmp(s->tnames[j], f->names[i]) < 0)
+            j++;
+        from[i] = j < old_n && strcmp(s->tnames[j], f->names[i]) == 0 ? j : SIZE_MAX;
+    }
+    for (made = 0; made < n; made++) {
+        size_t i = made;
+        snprintf(names[i], sizeof names[i], "%s", f->names[i]);
+        if (from[i] != SIZE_MAX) {
+            readings[i] = s->tenants[from[i]];
+            rings[i] = s->tenr[from[i]];
+            track[i] = s->tt.track[from[i]];
+            kept[from[i]] = 1;
+            continue;
+        }
+        if (sc_console_ring_init(&rings[i], s->points, 3)) {
+            sc_console_ring_free(&rings[i]);
+            goto oom;
+        }
+        sc_console_tenant_track_init(&track[i], s->con, f->names[i]);
+    }
+    sc_console_tenant_name *old_names = s->tnames;
+    struct tenant_reading *old_readings = s->tenants;
+    struct sc_console_ring *old_rings = s->tenr;
+    pthread_mutex_lock(&s->lock);
+    s->tnames = names;
+    s->tenants = readings;
+    s->tenr = rings;
+    s->nt = n;
+    pthread_mutex_unlock(&s->lock);
+    free(s->tt.track);
+    s->tt.track = track;
+    s->tt.nt = n;
+    for (size_t i = 0; i < n; i++)
+        if (from[i] == SIZE_MAX)
+            sc_info("console: tenant %s: database found, shown from this sample on", names[i]);
+    for (size_t j = 0; j < old_n; j++)
+        if (!kept[j]) {
+            sc_info("console: tenant %s: its database is no longer found: no longer shown",
+                    old_names[j]);
+            sc_console_ring_free(&old_rings[j]);
+        }
+    free(old_names);
+    free(old_readings);
+    free(old_rings);
+    free(from);
+    free(kept);
+    return;
+oom:
+    for (size_t i = 0; rings && from && i < made; i++)
+        if (from[i] == SIZE_MAX)
+            sc_console_ring_free(&rings[i]);
+    free(names);
+    free(readings);
+    free(rings);
+    free(track);
+    free(from);
+    free(kept);
+    sc_warn("console: tenants.discover: out of memory: the tenants shown stay as they were");
+}
+
+/* tenants.discover: lists the tenants when discover_ms has passed, before
+ * the sweep, so a tenant found is read in the sweep that follows. */
+static void list_tenants(struct sc_console_sampler *s)
+{
+    struct sc_tenant_found f;
+    int got = sc_console_discover_due(&s->tt.disc, s->con, &f);
+    if (got)
+        retenant(s, &f);
+    sc_tenant_found_free(&f);
+    pthread_mutex_lock(&s->lock);
+    s->listed |= got;
+    snprintf(s->list_error, sizeof s->list_error, "%s", s->tt.disc.why);
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Each tenant once a tick, one after the other: a tenant that does not
  * answer holds this thread only (the page reads what was stored). When
  * the session itself cannot connect, the tenants after it in the sweep get
@@ -179,6 +278,9 @@ static void *tenant_loop(void *arg)
     while (r && !atomic_load(&s->stop) && !sc_stop_requested()) {
         int64_t t0 = sc_now_ms();
         int down = 0;
+        if (s->con->cfg->tenants.discover)
+            list_tenants(s);
+        int64_t t1 = sc_now_ms();
         mark_busy(s, &s->tens);
         for (size_t i = 0; i < s->nt && !atomic_load(&s->stop) && !sc_stop_requested(); i++) {
             if (!down) {
@@ -188,7 +290,7 @@ static void *tenant_loop(void *arg)
             /* One line per change of a tenant's state, not one per sample
              * (read without the lock: this thread is the one writer). */
             const struct tenant_reading *was = &s->tenants[i];
-            const char *name = s->con->cfg->tenants.list[i];
+            const char *name = s->tnames[i];
             if (!r->ok && (was->ok || !was->sampled))
                 sc_warn("console: tenant %s: %s (%s; sampling again every %d ms)", name, r->error,
                         r->error_class ? r->error_class : "?", s->con->cfg->console_sample_ms);
@@ -211,7 +313,7 @@ static void *tenant_loop(void *arg)
         }
         pthread_mutex_lock(&s->lock);
         push_totals(s);
-        s->tens.last_took_ms = sc_now_ms() - t0;
+        s->tens.last_took_ms = sc_now_ms() - t1;
         s->tens.busy_since_ms = 0;
         s->tens.sampled = 1;
         pthread_mutex_unlock(&s->lock);
@@ -275,27 +377,34 @@ struct sc_console_sampler *sc_console_sampler_start(struct sc_console *con)
     }
     for (size_t k = 0; k < s->nk; k++)
         s->consumed_per_min[k] = s->queue_msgs[k] = s->queue_cons[k] = s->dlq_msgs[k] = -1;
+    /* With tenants.discover none yet: the tenants thread's first listing
+     * finds them (the console never waits for a server to start). */
+    s->tenanted = con->cfg->tenants.present;
+    s->points = points;
     if (sc_console_tenants_init(&s->tt, con) ||
-        !(s->tenants = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tenants))) {
+        !(s->tenants = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tenants)) ||
+        !(s->tnames = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tnames)) ||
+        !(s->tenr = calloc(s->tt.nt ? s->tt.nt : 1, sizeof *s->tenr))) {
         sc_console_sampler_stop(s);
         return NULL;
     }
     s->nt = s->tt.nt;
-    if (s->nt && (!(s->tenr = calloc(s->nt, sizeof *s->tenr)) ||
-                  sc_console_ring_init(&s->totr, points, 3))) {
+    if (s->tenanted && sc_console_ring_init(&s->totr, points, 3)) {
         sc_console_sampler_stop(s);
         return NULL;
     }
-    for (size_t i = 0; i < s->nt; i++)
+    for (size_t i = 0; i < s->nt; i++) {
+        snprintf(s->tnames[i], sizeof s->tnames[i], "%s", con->cfg->tenants.list[i]);
         if (sc_console_ring_init(&s->tenr[i], points, 3)) {
             sc_console_sampler_stop(s);
             return NULL;
         }
-    if (s->nt)
+    }
+    if (s->tenanted)
         s->tenant_started = pthread_create(&s->tenant_thread, NULL, tenant_loop, s) == 0;
     s->db_started = pthread_create(&s->db_thread, NULL, db_loop, s) == 0;
     s->amqp_started = pthread_create(&s->amqp_thread, NULL, amqp_loop, s) == 0;
-    if (!s->db_started || !s->amqp_started || (s->nt && !s->tenant_started)) {
+    if (!s->db_started || !s->amqp_started || (s->tenanted && !s->tenant_started)) {
         sc_console_sampler_stop(s);
         return NULL;
     }
@@ -316,6 +425,7 @@ void sc_console_sampler_stop(struct sc_console_sampler *s)
     else
         sc_console_tenants_free(&s->tt);
     free(s->tenants);
+    free(s->tnames);
     for (size_t i = 0; s->tenr && i < s->nt; i++)
         sc_console_ring_free(&s->tenr[i]);
     free(s->tenr);

@@ -51,22 +51,24 @@ static void qualified_name(const struct sc_tenants_config *tc, const char *tenan
     sc_tenant_urls_free(urls, tc->n_database_urls);
 }
 
+void sc_console_tenant_track_init(struct tenant_track *k, const struct sc_console *con,
+                                  const char *tenant)
+{
+    memset(k, 0, sizeof *k);
+    qualified_name(&con->cfg->tenants, tenant, k->qname, sizeof k->qname);
+    k->published_prev = k->max_id_prev = -1;
+}
+
 int sc_console_tenants_init(struct tenant_sampling *t, const struct sc_console *con)
 {
     const struct sc_tenants_config *tc = &con->cfg->tenants;
     memset(t, 0, sizeof *t);
-    t->nt = tc->present ? tc->n_list : 0;
-    size_t n1 = t->nt ? t->nt : 1;
-    t->qname = calloc(n1, sizeof *t->qname);
-    t->published_prev = malloc(n1 * sizeof *t->published_prev);
-    t->max_id_prev = malloc(n1 * sizeof *t->max_id_prev);
-    t->prev_ms = calloc(n1, sizeof *t->prev_ms);
-    if (!t->qname || !t->published_prev || !t->max_id_prev || !t->prev_ms)
+    t->nt = tc->present && !tc->discover ? tc->n_list : 0;
+    t->track = calloc(t->nt ? t->nt : 1, sizeof *t->track);
+    if (!t->track)
         return -1;
-    for (size_t i = 0; i < t->nt; i++) {
-        qualified_name(tc, tc->list[i], t->qname[i], sizeof t->qname[i]);
-        t->published_prev[i] = t->max_id_prev[i] = -1;
-    }
+    for (size_t i = 0; i < t->nt; i++)
+        sc_console_tenant_track_init(&t->track[i], con, tc->list[i]);
     return 0;
 }
 
@@ -74,10 +76,8 @@ void sc_console_tenants_free(struct tenant_sampling *t)
 {
     if (sc_db_connected(&t->db))
         sc_db_close(&t->db);
-    free(t->qname);
-    free(t->published_prev);
-    free(t->max_id_prev);
-    free(t->prev_ms);
+    free(t->track);
+    sc_console_discover_free(&t->disc);
     memset(t, 0, sizeof *t);
 }
 
@@ -126,7 +126,8 @@ void sc_console_sample_tenant(struct tenant_sampling *t, const struct sc_console
         out->by_status[k].n = -1;
     out->sampled = 1;
     struct sc_db_err e = {0};
-    const char *q = t->qname[i];
+    struct tenant_track *tk = &t->track[i];
+    const char *q = tk->qname;
     if (!q[0]) {
         snprintf(out->error, sizeof out->error, "tenants.database_url: no database name for "
                  "this tenant that can be quoted");
@@ -157,23 +158,23 @@ void sc_console_sample_tenant(struct tenant_sampling *t, const struct sc_console
     sc_rows_free(&rows);
 
     int64_t now = sc_now_ms();
-    double minutes = t->prev_ms[i] ? (double)(now - t->prev_ms[i]) / 60000.0 : 0;
+    double minutes = tk->prev_ms ? (double)(now - tk->prev_ms) / 60000.0 : 0;
     const struct sample_count *pub = &out->by_status[ST_PUBLISHED];
     /* A count past the cap, or one that fell (a purge), tells no rate. */
-    if (minutes > 0 && pub->exact && t->published_prev[i] >= 0 && pub->n >= t->published_prev[i])
-        out->publish_per_min = (double)(pub->n - t->published_prev[i]) / minutes;
-    if (minutes > 0 && t->max_id_prev[i] >= 0 && hi >= t->max_id_prev[i])
-        out->consumed_per_min = (double)(hi - t->max_id_prev[i]) / minutes;
-    t->published_prev[i] = pub->exact ? pub->n : -1;
-    t->max_id_prev[i] = hi;
-    t->prev_ms[i] = now;
+    if (minutes > 0 && pub->exact && tk->published_prev >= 0 && pub->n >= tk->published_prev)
+        out->publish_per_min = (double)(pub->n - tk->published_prev) / minutes;
+    if (minutes > 0 && tk->max_id_prev >= 0 && hi >= tk->max_id_prev)
+        out->consumed_per_min = (double)(hi - tk->max_id_prev) / minutes;
+    tk->published_prev = pub->exact ? pub->n : -1;
+    tk->max_id_prev = hi;
+    tk->prev_ms = now;
     out->ok = 1;
     out->last_ok_wall_ms = sc_console_wall_ms();
     return;
 fail:
     snprintf(out->error, sizeof out->error, "error %u: %.250s", e.code, e.msg);
     out->error_class = sc_db_error_class_name(e.cls ? e.cls : SC_DBERR_CONNECTION);
-    t->prev_ms[i] = 0;
+    tk->prev_ms = 0;
     if (sc_db_connected(&t->db) && sc_console_db_broken(&e))
         sc_db_close(&t->db);
 }

@@ -1,7 +1,7 @@
-/* The console's tenants (tenants.list): which name a request selects, and
- * the overview's per-tenant backlog table, read from the tenants' samples
- * (console_sample_tenants.c) under the sampler's lock, never from a
- * server. */
+/* The console's tenants (tenants.list, or those tenants.discover found):
+ * which name a request selects, and the overview's per-tenant backlog
+ * table, read from the tenants' samples (console_sample_tenants.c) under
+ * the sampler's lock, never from a server. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +9,18 @@
 #include "console_sampler.h"
 #include "tenant.h"
 
-int sc_console_tenant(const struct sc_console *con, const char *name, int *idx, json_t **err,
-                      unsigned *status)
+int sc_console_tenant_index(const struct sc_console_sampler *s, const char *name)
 {
-    *idx = -1;
+    for (size_t i = 0; i < s->nt; i++)
+        if (strcmp(s->tnames[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int sc_console_tenant(const struct sc_console *con, const char *name, const char **tenant,
+                      json_t **err, unsigned *status)
+{
+    *tenant = NULL;
     if (!name)
         return 0;
     const struct sc_tenants_config *tc = &con->cfg->tenants;
@@ -34,14 +42,29 @@ int sc_console_tenant(const struct sc_console *con, const char *name, int *idx, 
         *err = json_pack("{s:s}", "error", msg);
         return -1;
     }
-    for (size_t i = 0; i < tc->n_list; i++)
-        if (strcmp(tc->list[i], name) == 0) {
-            *idx = (int)i;
-            return 0;
-        }
-    /* Only tenants.list: the console reads no database it was not told of. */
-    *status = 404;
-    snprintf(msg, sizeof msg, "tenant %s: not in tenants.list", name);
+    /* Only the tenants known now (tenants.list, or the last listing's): the
+     * console reads no database it was not told of or did not find. */
+    struct sc_console_sampler *s = con->sampler;
+    pthread_mutex_lock(&s->lock);
+    int known = sc_console_tenant_index(s, name) >= 0, listed = s->listed;
+    char why[sizeof s->list_error];
+    snprintf(why, sizeof why, "%s", s->list_error);
+    pthread_mutex_unlock(&s->lock);
+    if (known) {
+        *tenant = name;
+        return 0;
+    }
+    if (tc->discover && !listed) {
+        /* Not known yet, not known not to be one: ask again. */
+        *status = 503;
+        snprintf(msg, sizeof msg,
+                 "tenant %s: the tenants are not listed yet (tenants.discover%s%.200s)", name,
+                 why[0] ? ": " : "", why);
+    } else {
+        *status = 404;
+        snprintf(msg, sizeof msg, tc->discover ? "tenant %s: not among the tenants found "
+                 "(tenants.discover)" : "tenant %s: not in tenants.list", name);
+    }
     *err = json_pack("{s:s, s:s}", "error", msg, "tenant", name);
     return -1;
 }
@@ -65,7 +88,7 @@ json_t *sc_console_tenant_json(const struct sc_console_sampler *s, size_t i)
 {
     const struct tenant_reading *r = &s->tenants[i];
     const char *state = !r->sampled ? "unknown" : r->ok ? "ok" : "unreachable";
-    json_t *o = json_pack("{s:s, s:s}", "tenant", s->con->cfg->tenants.list[i], "state", state);
+    json_t *o = json_pack("{s:s, s:s}", "tenant", s->tnames[i], "state", state);
     json_t *counts = json_object();
     for (int k = 0; k < N_ST; k++)
         json_object_set_new(counts, sc_console_st_names[k], count_json(&r->by_status[k]));
@@ -95,7 +118,7 @@ static int by_backlog(const void *a, const void *b, void *arg)
     long long bx = backlog(x), by = backlog(y);
     if (bx != by)
         return bx < by ? 1 : -1;
-    return strcmp(s->con->cfg->tenants.list[i], s->con->cfg->tenants.list[j]);
+    return strcmp(s->tnames[i], s->tnames[j]);
 }
 
 json_t *sc_console_tenants_table(const struct sc_console_sampler *s)

@@ -11,7 +11,7 @@
 
   const $ = (id) => document.getElementById(id);
   // ?tenant=NAME: every request of the page reads that tenant's database
-  // (the console refuses a name that is not one of tenants.list).
+  // (the console refuses a name that is not one of its tenants).
   const TENANT = new URLSearchParams(location.search).get('tenant');
 
   // el('td', {class: 'num'}, 'text', otherNode): attributes set one by one
@@ -251,13 +251,19 @@
     const pick = $('tenant-pick'), sel = $('tenant-select');
     const names = o.tenants_list || [];
     pick.hidden = names.length === 0;
-    if (sel.options.length !== names.length + 1) {
+    // With tenants.discover the names change between two overviews: a
+    // tenant found joins the selector, one gone leaves it.
+    const shown = Array.from(sel.options).slice(1).map((op) => op.value);
+    if (shown.join('\n') !== names.join('\n')) {
       while (sel.options.length > 1) sel.remove(1);
       for (const n of names) sel.append(el('option', {value: n}, n));
     }
     sel.value = o.tenant || '';
-    $('scope').textContent = o.scope === 'tenant' ? `of tenant ${o.tenant}`
-      : o.scope === 'totals' ? `of every tenant (${names.length})` : '';
+    const disc = o.tenants_discover;
+    const found = !disc ? '' : !disc.listed ? ', not listed yet' : ', found on the server';
+    const failing = disc && disc.error ? `; listing the tenants fails: ${disc.error}` : '';
+    $('scope').textContent = (o.scope === 'tenant' ? `of tenant ${o.tenant}`
+      : o.scope === 'totals' ? `of every tenant (${names.length}${found})` : '') + failing;
     $('lists-scope').textContent = o.scope === 'tenant'
       ? `The lists, Find and the actions below read tenant ${o.tenant}'s database.`
       : o.scope === 'totals' ? "The lists and Find below read mysql.url's database: choose a tenant to read its own." : '';
