@@ -135,11 +135,15 @@ static int ack(struct worker *w, uint64_t tag, int multiple)
     /* With tenants each delivery is acked alone, at the end of its round. */
     if (w->tenant && !multiple && sc_tenant_ack_defer(w, tag) == 0)
         return 0;
+    if (w->tenant && !multiple)
+        sc_tenant_settled(w, tag);
     return sc_amqp_ack(&w->in, tag, multiple);
 }
 
 static int nack(struct worker *w, uint64_t tag, int multiple)
 {
+    if (w->tenant && !multiple)
+        sc_tenant_settled(w, tag);
     return sc_amqp_nack_requeue(&w->in, tag, multiple);
 }
 

@@ -103,6 +103,7 @@ static int give_back(struct worker *w, amqp_envelope_t *env, int i, const char *
     int delay = return_delay(w, i);
     if (sc_republish_retry(&w->out, k, env, NULL, (int)attempt - 1, delay, why, &lf))
         return -1;
+    sc_tenant_settled(w, env->delivery_tag);
     if (sc_amqp_ack(&w->in, env->delivery_tag, 0))
         return -1;
     atomic_fetch_add(&w->c->m.tenant_returned, 1);

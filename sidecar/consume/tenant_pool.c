@@ -54,6 +54,16 @@ int sc_tenant_worker_init(struct worker *w, int total_workers)
         free(t);
         return -1;
     }
+    /* The ordered path settles deliveries in places of its own and keeps
+     * its state across broker sessions (tags restart at 1): it acks alone. */
+    t->fold = !k->ordering.present;
+    if (t->fold && sc_ack_plan_init(&t->plan, 4 * t->acks_cap)) {
+        free(t->acks);
+        free(t->parked);
+        regfree(&t->names);
+        free(t);
+        return -1;
+    }
     t->group_round = 1;
     w->tenant = t;
     w->ack_each = 1;
@@ -85,6 +95,7 @@ void sc_tenant_worker_free(struct worker *w)
         amqp_destroy_envelope(&t->parked[i].env);
     free(t->parked);
     free(t->acks);
+    sc_ack_plan_free(&t->plan);
     free(t->sessions);
     regfree(&t->names);
     free(t);
@@ -219,6 +230,12 @@ int sc_tenant_ack_defer(struct worker *w, uint64_t tag)
     return 0;
 }
 
+void sc_tenant_settled(struct worker *w, uint64_t tag)
+{
+    if (w->tenant && w->tenant->fold)
+        sc_ack_plan_settled(&w->tenant->plan, tag);
+}
+
 static int tag_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -228,10 +245,16 @@ static int tag_cmp(const void *a, const void *b)
 int sc_tenant_ack_flush(struct worker *w)
 {
     struct sc_tenant_worker *t = w->tenant;
-    int n = t->n_acks, failed = 0;
+    int n = t->n_acks, failed = 0, folded = 0;
     t->n_acks = 0;
-    qsort(t->acks, (size_t)n, sizeof *t->acks, tag_cmp);
-    for (int i = 0; i < n && !failed; i++)
+    if (t->fold) {
+        folded = sc_ack_plan_round(&t->plan, t->acks, n);
+        if (folded > 0)
+            failed = sc_amqp_ack(&w->in, t->acks[folded - 1], folded > 1) != 0;
+    } else {
+        qsort(t->acks, (size_t)n, sizeof *t->acks, tag_cmp);
+    }
+    for (int i = folded; i < n && !failed; i++)
         failed = sc_amqp_ack(&w->in, t->acks[i], 0) != 0;
     return failed ? -1 : 0;
 }
