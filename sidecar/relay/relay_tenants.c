@@ -421,8 +421,22 @@ void sc_relay_tenants_batch_done(struct sc_relay_tenants *ts, const struct sc_re
 int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts)
 {
     int64_t now = sc_now_ms(), wait = ts->poll_ms;
-    for (int i = 0; i < ts->n; i++)
-        if (ts->t[i] && !ts->t[i]->gone && ts->t[i]->due_ms - now < wait)
-            wait = ts->t[i]->due_ms - now;
+    for (int i = 0; i < ts->n; i++) {
+        const struct sc_relay_tenant *t = ts->t[i];
+        if (!t)
+            continue;
+        if (!t->gone && t->due_ms - now < wait)
+            wait = t->due_ms - now;
+        /* Only the claim's sweep closes an idle session: with poll_ms past
+         * idle_close_ms, waiting for the next claim would keep it open the
+         * whole poll and close it just before it is opened again. */
+        if (sc_relay_db_is_open(&t->db)) {
+            int64_t at = t->last_use_ms + ts->idle_close_ms;
+            if (at < ts->last_sweep_ms + SWEEP_EVERY_MS)
+                at = ts->last_sweep_ms + SWEEP_EVERY_MS;
+            if (at - now < wait)
+                wait = at - now;
+        }
+    }
     return wait < SC_RELAY_POLL_MIN_MS ? SC_RELAY_POLL_MIN_MS : (int)wait;
 }

@@ -91,8 +91,8 @@ int sc_relay_tenants_rollback(struct sc_relay_tenants *ts, struct sc_db_err *e);
 /* Closes the session of the last statement's tenant (it failed). */
 void sc_relay_tenants_close_current(struct sc_relay_tenants *ts);
 void sc_relay_tenants_batch_done(struct sc_relay_tenants *ts, const struct sc_relay_batch *b);
-/* ms until the next tenant is due (at least SC_RELAY_POLL_MIN_MS, at most
- * poll_ms). */
+/* ms until the next tenant is due, or an open session's idle_close_ms has
+ * passed (at least SC_RELAY_POLL_MIN_MS, at most poll_ms). */
 int sc_relay_tenants_idle_wait_ms(const struct sc_relay_tenants *ts);
 
 /* Adds tenant name to the round (reviving it when it was dropped and is
