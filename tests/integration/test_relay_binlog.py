@@ -15,7 +15,7 @@ and removed at the end:
    again after the restart, nothing is missing;
 7. a database restart, and a binlog rotation;
 8. two relays, one active; kill -9 of the active one: the standby takes
-   over within lease_ms;
+   over within lease_ms + poll_ms; SIGTERM hands the lease over at once;
 9. a purge past the checkpoint: the relay stops (exit 2) naming the file;
    the recovery (poll over the gap, then the checkpoint moved to the end)
    publishes the gap and binlog mode runs again."""
@@ -253,13 +253,27 @@ try:
        f"two relays: the lease holder publishes, once each ({len(seen)} messages)",
        "\n".join([str((e, seen.count(e), e in both)) for e in set(seen) if seen.count(e) > 1 or e not in both] +
                  [l for l in (a.text() + b.text()).splitlines() if '"info"' not in l][-12:]))
+    # The promise (docs/operations.md): the standby takes over within
+    # lease_ms + poll_ms of the active relay's death, the lease having been
+    # renewed at the latest just before it. Measured on the server's clock,
+    # from just before the kill to the row's updated_at once it names the
+    # standby (its taking of the lease, or a later write), so the test's
+    # own reads of the row add nothing.
+    killed_at = q("SELECT UTC_TIMESTAMP(6)")[0][0]
     a.kill9()
-    t0 = time.time()
+    t0, took = time.time(), None
+    while time.time() - t0 < 30 and took is None:
+        row = q("SELECT lease_owner, TIMESTAMPDIFF(MICROSECOND, %s, updated_at) FROM relay_checkpoint "
+                "WHERE outbox = 'outbox_event'", (killed_at,))[0]
+        took = row[1] / 1e6 if row[0] == "binlog-b" else None
+        time.sleep(0.02)
+    bound = (2000 + 100) / 1000
+    ok(took is not None and took <= bound,
+       f"the standby took the lease {took if took is None else round(took, 2)} s after kill -9 of the active "
+       f"one, within lease_ms + poll_ms ({bound:.1f} s)")
     later = insert(5)
     seen = wait_ids(queue, later, timeout=30)
-    took = time.time() - t0
-    ok(set(later) <= set(seen) and checkpoint()[3] == "binlog-b",
-       f"the standby took over after kill -9 of the active one ({took:.1f} s, lease 2 s)")
+    ok(set(later) <= set(seen), "and publishes")
     c = relay(ex, worker_id="binlog-c", lease_ms=10000).start()
     time.sleep(1)
     b.stop()
