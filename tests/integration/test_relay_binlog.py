@@ -18,7 +18,10 @@ and removed at the end:
    over within lease_ms + poll_ms; SIGTERM hands the lease over at once;
 9. a purge past the checkpoint: the relay stops (exit 2) naming the file;
    the recovery (poll over the gap, then the checkpoint moved to the end)
-   publishes the gap and binlog mode runs again."""
+   publishes the gap and binlog mode runs again;
+10. trace context (traceparent, tracestate) and x-ordering-key: each
+   message the binlog source sends is the poll source's for the same rows,
+   in both content modes."""
 import re
 import shutil
 import threading
@@ -330,6 +333,61 @@ try:
     ok(set(gap) <= set(seen) and set(fresh) <= set(seen),
        "recovery: poll mode publishes the gap, then binlog mode runs again from the moved checkpoint")
     r.stop()
+
+    # 10. trace context and x-ordering-key exactly as in poll mode, both
+    # content modes: the same rows published by each source, compared
+    ex2 = "binlog-trace-" + suffix()
+    tq = bound_queue(ex2)
+    TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    TS = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"
+    start_at = checkpoint()[:2]
+    traced = [(str(uuid.uuid4()), "agg-t1", TP, TS), (str(uuid.uuid4()), "agg-t2", None, None),
+              (str(uuid.uuid4()), "agg-t1", "00-" + "0" * 32 + "-00f067aa0ba902b7-01", "rojo=1")]
+    for eid, agg, tp, ts in traced:
+        q("INSERT INTO outbox_event (event_id, aggregate_type, aggregate_id, event_type, event_version, payload, "
+          "created_at, traceparent, tracestate) VALUES (%s, 'ORDER', %s, 'ORDER_TRACED', 1, '{\"t\": 1}', "
+          "UTC_TIMESTAMP(6), %s, %s)", (eid, agg, tp, ts))
+    tids = [t[0] for t in traced]
+    forms = {}
+    for mode in ("structured", "binary"):
+        for source in ("binlog", "poll"):
+            # each run publishes the rows afresh: PENDING, and for the
+            # binlog source the stream from before their inserts
+            q("UPDATE outbox_event SET status = 'PENDING', lease_owner = NULL, lease_until = NULL, "
+              "published_at = NULL WHERE event_id IN (%s, %s, %s)", tids)
+            if source == "binlog":
+                q("UPDATE relay_checkpoint SET binlog_file = %s, binlog_pos = %s, gtid = NULL "
+                  "WHERE outbox = 'outbox_event'", start_at)
+            rr = relay(ex2, worker_id="binlog-a" if source == "binlog" else "poll-trace", source=source,
+                       content_mode=mode).start()
+            got, deadline = {}, time.time() + 30
+            while time.time() < deadline and not set(tids) <= set(got):
+                for _, p, body in drain_with_keys(tq):
+                    got.setdefault(p.message_id, (body, p.content_type, p.type, p.delivery_mode,
+                                                  dict(p.headers or {})))
+                time.sleep(0.1)
+            rr.stop()
+            forms[(source, mode)] = got
+    for mode in ("structured", "binary"):
+        b, p = forms[("binlog", mode)], forms[("poll", mode)]
+        ok(set(tids) <= set(b) and all(b.get(e) == p.get(e) for e in tids),
+           f"{mode}: each message of the binlog source is the poll source's, body, properties and headers",
+           "\n".join(f"{e}: binlog {b.get(e)} / poll {p.get(e)}" for e in tids if b.get(e) != p.get(e)))
+    st = forms[("binlog", "structured")]
+    body = {e: json.loads(st[e][0]) if e in st else {} for e in tids}
+    ok(body[tids[0]].get("traceparent") == TP and body[tids[0]].get("tracestate") == TS and
+       "traceparent" not in body[tids[1]] and "traceparent" not in body[tids[2]] and
+       "tracestate" not in body[tids[2]],
+       "binlog, structured: traceparent and tracestate in the body; none for a row without, nor for an "
+       "invalid one", body)
+    ok(all(st.get(e, (0, 0, 0, 0, {}))[4].get("x-ordering-key") == agg for e, agg, _, _ in traced),
+       "binlog, structured: x-ordering-key is each row's aggregate_id", st)
+    bn = forms[("binlog", "binary")]
+    h = {e: bn[e][4] if e in bn else {} for e in tids}
+    ok(h[tids[0]].get("cloudEvents:traceparent") == TP and h[tids[0]].get("cloudEvents:tracestate") == TS and
+       "cloudEvents:traceparent" not in h[tids[1]] and "cloudEvents:traceparent" not in h[tids[2]] and
+       all(h[e].get("x-ordering-key") == agg for e, agg, _, _ in traced),
+       "binlog, binary: cloudEvents:traceparent and tracestate headers beside x-ordering-key", h)
 finally:
     srv.stop()
     shutil.rmtree(srv.dir, ignore_errors=True)
