@@ -3,7 +3,10 @@ log on (ROW format; the suite's server runs without one), on
 SC_TEST_BINLOG_MYSQL_PORT (default: the suite's MariaDB port + 2), stopped
 and removed at the end:
 
-1. a bad relay.source stops start-up naming the key;
+1. a bad relay.source stops start-up naming the key; check passes the
+   binlog reader's needs, and refuses binlog_format STATEMENT or MIXED,
+   binlog_row_image MINIMAL and a server_id equal to the relay's replica
+   id, each set with SET GLOBAL and put back;
 2. inserts are published once each, in both content modes, and no outbox
    row is updated (they stay PENDING); the checkpoint row holds a position;
 3. a rolled-back transaction is never published; other tables' rows and
@@ -120,6 +123,29 @@ try:
     cfg["mysql"] = {"url": f"mysql://nobinlog:x@127.0.0.1:{PORT}/app"}
     rc, out = run_sidecar_cmd(["check"], cfg)
     ok(rc == 1 and "lacks REPLICATION SLAVE" in out, f"check names a missing replication grant (exit {rc})", out)
+    # what the reader needs of the server, changed one at a time and put back
+    cfg["mysql"] = {"url": LEAST_URL}
+
+    def replica_id(worker_id):  # sc_binlog_replica_id: FNV-1a in 0x40000000-0x7fffffff
+        h = 2166136261
+        for ch in worker_id.encode():
+            h = ((h ^ ch) * 16777619) & 0xffffffff
+        return 0x40000000 | (h & 0x3fffffff)
+
+    for setting, back, want in [
+            ("binlog_format = 'STATEMENT'", "binlog_format = 'ROW'", "binlog_format is STATEMENT: the reader needs ROW"),
+            ("binlog_format = 'MIXED'", "binlog_format = 'ROW'", "binlog_format is MIXED: the reader needs ROW"),
+            ("binlog_row_image = 'MINIMAL'", "binlog_row_image = 'FULL'", "binlog_row_image is MINIMAL"),
+            (f"server_id = {replica_id('binlog-a')}", "server_id = 1",
+             f"the relay's replica server_id {replica_id('binlog-a')} (from relay.worker_id) is in use")]:
+        q(f"SET GLOBAL {setting}")
+        try:
+            rc, out = run_sidecar_cmd(["check"], cfg)
+        finally:
+            q(f"SET GLOBAL {back}")
+        ok(rc == 1 and want in out, f"check refuses {setting} (exit {rc}): {want}", out)
+    rc, out = run_sidecar_cmd(["check"], cfg)
+    ok(rc == 0, f"and passes again once each is put back (exit {rc})", out)
 
     # 2. published once each, rows untouched; binary mode on a second relay
     queue = bound_queue(ex)
