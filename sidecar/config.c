@@ -274,7 +274,8 @@ static const struct field relay_fields[] = {
              "inserts of `outbox_event` from the binary log as a replication client, write one "
              "checkpoint per batch and no outbox row per event (needs the grants of "
              "`sql/grants/relay_binlog.sql`; [operations.md](operations.md#binlog-relay)); not "
-             "with a `tenants` section (refused at start)"},
+             "with a `tenants` section (refused at start), nor with more than one `mysql.url` node "
+             "(refused at load, naming `mysql.url`: [scale.md](scale.md#the-binlog-relay-on-other-servers))"},
 };
 static const struct table relay_table = {relay_fields, N(relay_fields), sizeof(struct sc_relay_config)};
 
@@ -918,6 +919,14 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
             return fail(err, err_len, "relay.lease_ms: %d must be greater than twice relay.confirm_timeout_ms "
                         "(2 x %d): a batch's lease spans the previous batch's confirm wait and its own",
                         c->relay.lease_ms, c->relay.confirm_timeout_ms);
+        /* The binlog source resumes at a file and offset of one server's
+         * binary log: on another node (failover to the next URL) the same
+         * names point at other transactions, and it would skip or repeat
+         * at random. */
+        if (sc_relay_binlog(&c->relay) && c->n_mysql_urls > 1)
+            return fail(err, err_len, "mysql.url: %zu nodes with relay.source \"binlog\": its checkpoint "
+                        "is a file and offset of one server's binary log, meaningless on another node; "
+                        "give it the one node whose binary log it reads (docs/scale.md)", c->n_mysql_urls);
     }
     /* rabbitmq-c sends heartbeats only inside its own calls and the broker
      * drops a connection silent for about two intervals; the sidecar sends

@@ -1,5 +1,7 @@
 /* `sidecar check` with relay.source "binlog": what the reader needs of the
- * server (the binary log on, ROW events with every column, uncompressed),
+ * server (the binary log on, ROW events with every column, uncompressed:
+ * neither MariaDB's log_bin_compress nor MySQL's
+ * binlog_transaction_compression),
  * a replica id nobody else uses, the replication grants and PROCESS (the
  * watermark's sample; sql/grants/relay_binlog.sql), and a checkpoint the server can still
  * serve, with the retention left against the relay's lag. */
@@ -66,6 +68,11 @@ int sc_check_binlog(struct sc_db *db, const struct sc_config *cfg)
         rc |= refuse("binlog_row_image is MINIMAL: the reader needs event_id in every row (FULL or NOBLOB)");
     if (one(db, "SELECT @@GLOBAL.log_bin_compress", v, sizeof v) == 0 && strcmp(v, "1") == 0)
         rc |= refuse("log_bin_compress is on: the reader decodes uncompressed row events only");
+    /* MySQL 8.0.20+: each transaction one compressed event, rows inside */
+    if (one(db, "SELECT @@GLOBAL.binlog_transaction_compression", v, sizeof v) == 0 &&
+        (strcmp(v, "1") == 0 || strcmp(v, "ON") == 0))
+        rc |= refuse("binlog_transaction_compression is ON: the reader cannot read a compressed "
+                     "transaction (TRANSACTION_PAYLOAD_EVENT), and stops at the first one");
     char sid[64];
     one(db, "SELECT @@GLOBAL.server_id", sid, sizeof sid);
     if (strcmp(sid, "0") == 0)

@@ -242,6 +242,15 @@ int sc_binlog_core_claim(struct sc_binlog_core *c, struct sc_relay_row *rows, in
         return 0; /* cannot happen with the core's two buffers */
     int n = c->ops->stream_read(c->io, c->ids, c->n_ids, max, max + SC_BINLOG_SPILL, c->wait_ms, e->msg,
                                 sizeof e->msg);
+    if (n == SC_BINLOG_READ_STOP) {
+        /* Nothing after the stored checkpoint is stored as done: the
+         * batches in flight end as they do, and the relay stops. */
+        e->cls = SC_DBERR_FAILURE;
+        c->gone = 1;
+        c->ops->gone(c->io, e);
+        rewind_stream(c, "an event the reader cannot read");
+        return 0;
+    }
     if (n < 0) {
         e->cls = SC_DBERR_CONNECTION;
         rewind_stream(c, "the binary log stream failed");

@@ -41,6 +41,11 @@ enum sc_binlog_found {
     SC_FOUND_HELD,        /* PENDING with lease_until set: held, or a FAILED row repaired */
 };
 
+/* stream_read's answer for an event that may hold outbox rows the reader
+ * cannot read: reading it again cannot help, and passing over it would
+ * skip them, so the relay stops (as gone). */
+#define SC_BINLOG_READ_STOP (-2)
+
 enum sc_binlog_open {
     SC_BINLOG_OPENED = 0,
     SC_BINLOG_OPEN_FAILED, /* e says why; try again later */
@@ -55,7 +60,8 @@ struct sc_binlog_ops {
     void (*stream_close)(void *io);
     int (*stream_is_open)(void *io);
     /* As sc_binlog_stream_read: outbox_event ids appended to ids[have..].
-     * -1 with err set: the stream is closed. */
+     * -1 with err set: the stream is closed; SC_BINLOG_READ_STOP with err
+     * set: it reached an event that may hold rows it cannot read. */
     int (*stream_read)(void *io, char (*ids)[37], int have, int max, int cap, int wait_ms, char *err,
                        size_t err_len);
     struct sc_binlog_tx *(*stream_tx)(void *io); /* where the stream stands */
@@ -72,7 +78,8 @@ struct sc_binlog_ops {
     void (*db_close)(void *io); /* the session's state is unknown: drop it */
     int64_t (*now_ms)(void *io);
     void (*sleep_ms)(void *io, int ms);
-    /* The position is older than the oldest binary log: stop, never skip. */
+    /* The position is older than the oldest binary log, or the stream
+     * holds an event the reader cannot read: stop, never skip. */
     void (*gone)(void *io, const struct sc_db_err *e);
     /* Optional: the lag from at (settled: nothing read is unsettled). */
     void (*measure_lag)(void *io, const struct sc_binlog_pos *at, int settled);
@@ -124,7 +131,8 @@ struct sc_binlog_core {
     } done_at[SC_BINLOG_INFLIGHT];
     int q_head, q_len;
     unsigned gen;          /* bumped by every rewind: older batches store nothing */
-    int gone;              /* the position is older than the oldest binary log: stop */
+    int gone;              /* the position is older than the oldest binary log, or the
+                              stream holds an event it cannot read: stop */
     struct sc_binlog_held held;
     int held_loaded;       /* the set was rebuilt since the lease was taken */
     int64_t sweep_at;      /* the held aggregates' next look */

@@ -54,7 +54,7 @@ static int op_stream_read(void *io, char (*ids)[37], int have, int max, int cap,
     int n = sc_binlog_stream_read(&s->stream, ids, have, max, cap, wait_ms);
     if (n < 0)
         snprintf(err, err_len, "%s", s->stream.err);
-    return n;
+    return n < 0 && s->stream.unreadable ? SC_BINLOG_READ_STOP : n;
 }
 
 static struct sc_binlog_tx *op_stream_tx(void *io)
@@ -154,7 +154,7 @@ static void op_gone(void *io, const struct sc_db_err *e)
 {
     (void)io;
     sc_error("relay: %s. Stopping, never skipping: publish the gap with relay.source \"poll\", "
-             "then reset the checkpoint (docs/operations.md, \"Binlog relay\")", e->msg);
+             "then move the checkpoint past it (docs/operations.md, \"Binlog relay\")", e->msg);
     sc_request_stop();
 }
 

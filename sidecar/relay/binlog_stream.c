@@ -1,11 +1,13 @@
 #include "binlog_stream.h"
 
+#include <errmsg.h>
 #include <ma_pvio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "binlog_events.h"
 #include "log.h"
 
 #define HEADER_LEN 19
@@ -128,6 +130,7 @@ enum sc_binlog_open sc_binlog_stream_open(struct sc_binlog_stream *s, const stru
         goto fail;
     }
     sc_binlog_tx_start(&s->tx, &start);
+    s->end = start.pos;
     s->have_table = 0;
     return SC_BINLOG_OPENED;
 fail:
@@ -184,11 +187,32 @@ static int on_key(void *ctx, const char *v, size_t n)
     return 0;
 }
 
+/* An event that may hold outbox rows the reader cannot read: never passed
+ * over, and never read again with hope (the relay stops). */
+static int unreadable(struct sc_binlog_stream *s, const MARIADB_RPL_EVENT *ev, const char *why)
+{
+    unsigned long long at = ev->next_event_pos >= ev->event_length ? ev->next_event_pos - ev->event_length : 0;
+    snprintf(s->err, sizeof s->err, "the binary log holds at %s:%llu an event of type %u (%s), which may "
+             "carry outbox_event's rows and which the relay cannot read (%s)", s->tx.file, at,
+             (unsigned)ev->event_type, sc_binlog_event_name(ev->event_type), why);
+    s->unreadable = 1;
+    sc_binlog_stream_close(s);
+    return -1;
+}
+
 static int fail(struct sc_binlog_stream *s, const char *what)
 {
     snprintf(s->err, sizeof s->err, "%s", what);
     sc_binlog_stream_close(s);
     return -1;
+}
+
+/* 1 when the client library's error code says an event cannot be read,
+ * however often it is fetched again. */
+static int client_cannot_read(unsigned code)
+{
+    return code == CR_UNKNOWN_BINLOG_EVENT || code == CR_ERR_BINLOG_UNCOMPRESS ||
+           code == CR_ERR_UNSUPPORTED_BINLOG_FORMAT;
 }
 
 /* One event. Returns 0, or -1 with s->err set. */
@@ -257,8 +281,7 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
             id != s->table.table_id)
             return 0; /* another table's rows */
         if (ev->event_type == WRITE_ROWS_COMPRESSED_EVENT_V1 || ev->event_type == WRITE_ROWS_COMPRESSED_EVENT)
-            return fail(s, "outbox_event's rows are compressed in the binary log (log_bin_compress): "
-                           "the relay reads uncompressed row events only");
+            return unreadable(s, ev, sc_binlog_event_remedy(ev->event_type));
         int before = k->n;
         enum sc_binlog_decode d = sc_binlog_write_rows(body, len, TABLE_ID_LEN,
                                                        ev->event_type == WRITE_ROWS_EVENT, &s->table,
@@ -273,8 +296,21 @@ static int handle(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, struct keys
         return 0;
     }
     default:
-        return 0; /* heartbeats, format descriptions, other tables' and other kinds of events */
+        /* heartbeats, format descriptions, updates and deletes: passed
+         * over; anything that may hold an insert stops the relay */
+        if (sc_binlog_event_kind(ev->event_type, ev->flags) == SC_BINLOG_EV_UNREADABLE)
+            return unreadable(s, ev, sc_binlog_event_remedy(ev->event_type));
+        return 0;
     }
+}
+
+int sc_binlog_stream_event(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, char (*ids)[37], int have,
+                           int cap)
+{
+    struct keys k = {ids, have, cap};
+    s->err[0] = 0;
+    s->unreadable = 0;
+    return handle(s, ev, &k) ? -1 : k.n;
 }
 
 int sc_binlog_stream_read(struct sc_binlog_stream *s, char (*ids)[37], int have, int max, int cap,
@@ -282,6 +318,7 @@ int sc_binlog_stream_read(struct sc_binlog_stream *s, char (*ids)[37], int have,
 {
     struct keys k = {ids, have, cap};
     s->err[0] = 0;
+    s->unreadable = 0;
     if (!s->rpl)
         return fail(s, "the binary log stream is closed");
     while (k.n < max) {
@@ -294,11 +331,24 @@ int sc_binlog_stream_read(struct sc_binlog_stream *s, char (*ids)[37], int have,
         s->ev = NULL;
         MARIADB_RPL_EVENT *ev = mariadb_rpl_fetch(s->rpl, NULL);
         if (!ev) {
-            snprintf(s->err, sizeof s->err, "reading the binary log: %s", mysql_error(s->db.conn));
+            unsigned code = mariadb_rpl_errno(s->rpl);
+            if (client_cannot_read(code)) {
+                /* libmariadb refuses an event it does not know (and that
+                 * the server did not mark ignorable) or cannot uncompress */
+                snprintf(s->err, sizeof s->err, "the binary log holds after %s:%llu an event the client "
+                         "library cannot read (error %u: %s), which may carry outbox_event's rows",
+                         s->tx.file, s->end, code, mariadb_rpl_error(s->rpl));
+                s->unreadable = 1;
+            } else {
+                snprintf(s->err, sizeof s->err, "reading the binary log: %s",
+                         mysql_errno(s->db.conn) || !code ? mysql_error(s->db.conn) : mariadb_rpl_error(s->rpl));
+            }
             sc_binlog_stream_close(s);
             return -1;
         }
         s->ev = ev;
+        if (ev->next_event_pos)
+            s->end = ev->next_event_pos;
         if (handle(s, ev, &k))
             return -1;
     }

@@ -25,6 +25,8 @@ struct sc_binlog_stream {
     int have_table;
     struct sc_binlog_tx tx;         /* where it stands */
     unsigned long long rows_seen, bytes_read;
+    unsigned long long end;         /* where the last event read ends in its file */
+    int unreadable;                 /* the stream stopped at an event that may hold rows it cannot read */
     char err[512];
 };
 
@@ -41,9 +43,17 @@ int sc_binlog_stream_is_open(const struct sc_binlog_stream *s);
  * to ids[have..], until max are there, or until nothing more arrives within
  * wait_ms (0 once one is in). One rows event may carry the count past max,
  * never past cap (a rows event that would is an error). Returns the count
- * in ids, or -1 with s->err set (the stream is then closed). */
+ * in ids, or -1 with s->err set (the stream is then closed; s->unreadable
+ * when the event it stopped at may hold rows it cannot read: reading it
+ * again cannot help). */
 int sc_binlog_stream_read(struct sc_binlog_stream *s, char (*ids)[37], int have, int max, int cap,
                           int wait_ms);
+
+/* One event fetched from the stream, as sc_binlog_stream_read takes it
+ * (the unit test feeds it events of its own): the count in ids, or -1 with
+ * s->err set (and s->unreadable) and the stream closed. */
+int sc_binlog_stream_event(struct sc_binlog_stream *s, MARIADB_RPL_EVENT *ev, char (*ids)[37], int have,
+                           int cap);
 
 /* The oldest binary log's name into out. Returns 0, or -1 with e set. */
 int sc_binlog_oldest(struct sc_db *db, char *out, size_t len, struct sc_db_err *e);

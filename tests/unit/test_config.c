@@ -390,5 +390,30 @@ int main(void)
             "\"on_dead_letter\":\"skip\"}}]}",
             "consumers[0].workers: 3 is more than ordering.partitions (2)",
             "more workers than partition queues");
+    /* the binlog source reads one server's binary log: one node only */
+    refused("{" BASE_AMQP ",\"mysql\":{\"url\":[\"mysql://u:p@db1:3306/app\",\"mysql://u:p@db2:3306/app\"]},"
+            "\"relay\":{\"exchange\":\"o\",\"source\":\"binlog\"}}",
+            "mysql.url: 2 nodes with relay.source \"binlog\"", "a multi-node mysql.url in binlog mode, named");
+    {
+        struct sc_config bc;
+        char berr[512] = "";
+        int rc = parse("{" BASE_AMQP ",\"mysql\":{\"url\":[\"mysql://u:p@db1:3306/app\",\"mysql://u:p@db2:3306/app\"]},"
+                       "\"relay\":{\"exchange\":\"o\"}}", &bc, berr, 0);
+        ok(rc == 0, "two nodes with the poll source are accepted (%s)", berr);
+        if (rc == 0)
+            sc_config_free(&bc);
+        berr[0] = 0;
+        setenv("SIDECAR_MYSQL_URL", "mysql://u:p@db1:3306/app,mysql://u:p@db2:3306/app", 1);
+        rc = parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"source\":\"binlog\"}}", &bc, berr, 1);
+        ok(rc != 0 && strstr(berr, "mysql.url: 2 nodes"), "and SIDECAR_MYSQL_URL with two nodes too (%s)", berr);
+        if (rc == 0)
+            sc_config_free(&bc);
+        unsetenv("SIDECAR_MYSQL_URL");
+        berr[0] = 0;
+        rc = parse("{" BASE_AMQP "," BASE_MYSQL ",\"relay\":{\"exchange\":\"o\",\"source\":\"binlog\"}}", &bc, berr, 0);
+        ok(rc == 0, "one node in binlog mode is accepted (%s)", berr);
+        if (rc == 0)
+            sc_config_free(&bc);
+    }
     return done();
 }
