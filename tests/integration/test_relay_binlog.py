@@ -273,6 +273,7 @@ try:
     r.stop()
 
     # 8. two relays, one active
+    SCHED_SLACK_S = float(os.environ.get("SC_SCHED_SLACK_S", "0.5"))
     a = relay(ex, worker_id="binlog-a", lease_ms=2000).start()
     time.sleep(1)
     b = relay(ex, worker_id="binlog-b", lease_ms=2000).start()
@@ -296,10 +297,13 @@ try:
                 "WHERE outbox = 'outbox_event'", (killed_at,))[0]
         took = row[1] / 1e6 if row[0] == "binlog-b" else None
         time.sleep(0.02)
-    bound = (2000 + 100) / 1000
+    # 1.89-1.96 s measured on a quiet machine against 2.1 s: the standby's
+    # poll and the kill's own delivery are scheduled too, so a loaded CI
+    # machine (sanitizers, a matrix beside it) gets SCHED_SLACK_S more.
+    bound = (2000 + 100) / 1000 + SCHED_SLACK_S
     ok(took is not None and took <= bound,
        f"the standby took the lease {took if took is None else round(took, 2)} s after kill -9 of the active "
-       f"one, within lease_ms + poll_ms ({bound:.1f} s)")
+       f"one, within lease_ms + poll_ms + {SCHED_SLACK_S} s of scheduling ({bound:.1f} s)")
     later = insert(5)
     seen = wait_ids(queue, later, timeout=30)
     ok(set(later) <= set(seen), "and publishes")
