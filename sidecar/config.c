@@ -63,6 +63,9 @@ struct table {
 #define EFF(m) offsetof(struct sc_inspect_effect, m)
 #define ORD(m) offsetof(struct sc_ordering_config, m)
 
+/* tenants.read_timeout_s left out: mysql.lock_wait_timeout_s plus this. */
+#define TENANT_READ_MARGIN_S 5
+
 static const char *const queue_types[] = {"classic", "quorum", NULL};
 static const char *const envelopes[] = {"cloudevents", "plain", NULL};
 static const char *const content_modes[] = {"structured", "binary", NULL};
@@ -95,7 +98,7 @@ static const struct field mysql_fields[] = {
      .help = "`mysql://user:pass@host:port/database[?socket=/path]` (user and password percent-encoded), or an array of them (cluster nodes, tried in turn)"},
     {.key = "lock_wait_timeout_s", .type = F_INT, .off = CFG(mysql_lock_wait_timeout_s), .min = 1,
      .max = 3600, .def_int = 5,
-     .help = "session `innodb_lock_wait_timeout` and `lock_wait_timeout` (metadata locks), at most `amqp.heartbeat_s`; reads time out at this + 30 s"},
+     .help = "session `innodb_lock_wait_timeout` and `lock_wait_timeout` (metadata locks), at most `amqp.heartbeat_s`; reads time out at this + 30 s (a tenant's session: `tenants.read_timeout_s`)"},
     {.key = "connect_timeout_s", .type = F_INT, .off = CFG(mysql_connect_timeout_s), .min = 1,
      .max = 600, .def_int = 5,
      .help = "connect bound"},
@@ -336,6 +339,16 @@ static const struct field tenants_fields[] = {
     {.key = "idle_close_ms", .type = F_INT, .off = TEN(idle_close_ms), .min = 1000,
      .max = 86400000, .def_int = 60000,
      .help = "a tenant session unused this long is closed"},
+    {.key = "read_timeout_s", .type = F_INT, .off = TEN(read_timeout_s), .min = 2, .max = 3630,
+     .def_doc = "`mysql.lock_wait_timeout_s` + 5",
+     .help = "a tenant session's reads and writes (the consumer's and the relay's) time out "
+             "after this: a tenant whose server goes silent on an open session holds the "
+             "others on its worker at most this long. Must be greater than "
+             "`mysql.lock_wait_timeout_s` (a lock wait ends with the server's error). A "
+             "statement that runs longer, a handler's too, loses its session: a COMMIT's "
+             "outcome is unknown (not acked, the redelivery settles it), any other statement "
+             "counts as the session lost under its delivery "
+             "([contract.md](contract.md#tenants-a-database-per-tenant))"},
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",
      .help = "the tenants by name (each must match `names`): the databases `check`, `migrate --all` "
@@ -938,6 +951,14 @@ static int validate(struct sc_config *c, char *err, size_t err_len)
                     c->mysql_lock_wait_timeout_s, c->amqp_heartbeat_s);
     if (c->tenants.present && validate_tenants(&c->tenants, err, err_len))
         return -1;
+    /* A lock wait must end with the server's 1205 (retried, or the tenant
+     * counted as locked), never the client's timeout, which loses the
+     * session and leaves a COMMIT's outcome unknown. */
+    if (c->tenants.present && c->tenants.read_timeout_s <= c->mysql_lock_wait_timeout_s)
+        return fail(err, err_len, "tenants.read_timeout_s: %d must be greater than "
+                    "mysql.lock_wait_timeout_s (%d): a lock wait must end with the server's error, "
+                    "not the client's timeout", c->tenants.read_timeout_s,
+                    c->mysql_lock_wait_timeout_s);
     for (size_t i = 0; i < c->n_consumers; i++) {
         struct sc_consumer_config *k = &c->consumers[i];
         /* Per key and tenant: the held keys live in each tenant's database,
@@ -1037,6 +1058,9 @@ int sc_config_parse(const char *text, size_t len, int use_env, struct sc_config 
         !json_object_get(json_object_get(root, "relay"), "confirm_timeout_ms") &&
         out->relay.lease_ms <= 2 * out->relay.confirm_timeout_ms)
         out->relay.confirm_timeout_ms = out->relay.lease_ms / 3;
+    /* read_timeout_s left out: a few seconds past the lock wait. */
+    if (out->tenants.present && !out->tenants.read_timeout_s)
+        out->tenants.read_timeout_s = out->mysql_lock_wait_timeout_s + TENANT_READ_MARGIN_S;
     rc = validate(out, err, err_len);
 out:
     json_decref(root);

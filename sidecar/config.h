@@ -95,6 +95,8 @@ struct sc_tenants_config {
     char *names;               /* POSIX extended regex a tenant name must match */
     int max_connections;       /* tenant sessions open at once, per process */
     int idle_close_ms;         /* a tenant session unused this long is closed */
+    int read_timeout_s;        /* a tenant session's reads and writes time out after this
+                                  (0 in the file: mysql.lock_wait_timeout_s + 5) */
     char **list;               /* the tenants known up front (may be empty) */
     size_t n_list;
     int discover;              /* the tenants are the databases database_url's name matches */

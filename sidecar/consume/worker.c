@@ -56,7 +56,7 @@ static int db_writable(struct worker *w, struct sc_db_err *e)
 static int db_session_open(struct worker *w, struct sc_db_err *e)
 {
     sc_db_close(&w->db);
-    int failed = (w->db_urls ? sc_db_connect_urls(&w->db, w->c->cfg, w->db_urls, w->n_db_urls, e)
+    int failed = (w->db_urls ? sc_db_connect_tenant(&w->db, w->c->cfg, w->db_urls, w->n_db_urls, e)
                              : sc_db_connect(&w->db, w->c->cfg, e)) ||
                  sc_db_durability_session(&w->db, e) || sc_db_prepare_consumer(&w->db, e) ||
                  db_writable(w, e);

@@ -30,8 +30,10 @@ void sc_db_stmt_error(MYSQL_STMT *st, struct sc_db_err *e)
     fill_err(e, mysql_stmt_errno(st), mysql_stmt_sqlstate(st), mysql_stmt_error(st));
 }
 
+/* rw_timeout_s bounds each read and write on the session: past it the
+ * client gives up with 2013 and closes the connection. */
 static int connect_one(struct sc_db *db, const struct sc_config *cfg, const char *url,
-                       struct sc_db_err *e)
+                       unsigned rw_timeout_s, struct sc_db_err *e)
 {
     struct sc_mysql_url u;
     char err[256];
@@ -51,9 +53,7 @@ static int connect_one(struct sc_db *db, const struct sc_config *cfg, const char
      * back on: later statements would commit on their own. */
     my_bool off = 0;
     unsigned connect_timeout = (unsigned)cfg->mysql_connect_timeout_s;
-    /* Reads may wait for a lock up to lock_wait_timeout; beyond that plus a
-     * margin the server is considered gone (outcome unknown, never acked). */
-    unsigned rw_timeout = (unsigned)cfg->mysql_lock_wait_timeout_s + 30;
+    unsigned rw_timeout = rw_timeout_s;
     mysql_options(db->conn, MYSQL_OPT_RECONNECT, &off);
     mysql_options(db->conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_timeout);
     mysql_options(db->conn, MYSQL_OPT_READ_TIMEOUT, &rw_timeout);
@@ -129,15 +129,43 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
     return sc_db_connect_urls(db, cfg, urls, n, e);
 }
 
+static int connect_nodes(struct sc_db *db, const struct sc_config *cfg, char *const *urls,
+                         size_t n, unsigned rw_timeout_s, struct sc_db_err *e);
+
+/* Reads may wait for a lock up to lock_wait_timeout; beyond that plus a
+ * margin the server is considered gone (outcome unknown, never acked). */
+static unsigned default_rw_timeout(const struct sc_config *cfg)
+{
+    return (unsigned)cfg->mysql_lock_wait_timeout_s + 30;
+}
+
 int sc_db_connect_urls(struct sc_db *db, const struct sc_config *cfg, char *const *urls, size_t n,
                        struct sc_db_err *e)
+{
+    return connect_nodes(db, cfg, urls, n, default_rw_timeout(cfg), e);
+}
+
+int sc_db_connect_tenant(struct sc_db *db, const struct sc_config *cfg, char *const *urls,
+                         size_t n, struct sc_db_err *e)
+{
+    /* Shorter than mysql.url's: a tenant silent on an open session holds
+     * every other tenant of its worker (and the worker's heartbeats) for
+     * as long as one read waits. The config refuses a value that would cut
+     * a lock wait short. */
+    unsigned rw = cfg->tenants.read_timeout_s > 0 ? (unsigned)cfg->tenants.read_timeout_s
+                                                  : default_rw_timeout(cfg);
+    return connect_nodes(db, cfg, urls, n, rw, e);
+}
+
+static int connect_nodes(struct sc_db *db, const struct sc_config *cfg, char *const *urls,
+                         size_t n, unsigned rw_timeout_s, struct sc_db_err *e)
 {
     size_t start = next_node; /* next_node moves below: each node once */
     for (size_t k = 0; k < n; k++) {
         size_t i = (start + k) % n;
         char where[300];
         sc_url_endpoint(urls[i], where, sizeof where);
-        if (connect_one(db, cfg, urls[i], e) == 0) {
+        if (connect_one(db, cfg, urls[i], rw_timeout_s, e) == 0) {
             next_node = i + 1;
             db->node = (int)i;
             db->cfg = cfg;

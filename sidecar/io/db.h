@@ -42,6 +42,13 @@ int sc_db_connect(struct sc_db *db, const struct sc_config *cfg, struct sc_db_er
 int sc_db_connect_urls(struct sc_db *db, const struct sc_config *cfg, char *const *urls, size_t n,
                        struct sc_db_err *e);
 
+/* The same for a tenant's session of consume or relay: its reads and
+ * writes time out after tenants.read_timeout_s instead of
+ * mysql.lock_wait_timeout_s + 30 (the tools keep the longer bound: a
+ * migration's DDL may run long). */
+int sc_db_connect_tenant(struct sc_db *db, const struct sc_config *cfg, char *const *urls,
+                         size_t n, struct sc_db_err *e);
+
 /* Where this thread's next sc_db_connect starts, and setting it back: a
  * probe connection (the start-up schema check) must not move the node the
  * daemon's own first connect tries. */

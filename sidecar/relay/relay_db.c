@@ -195,7 +195,7 @@ int sc_relay_db_open(struct sc_relay_db *d, struct sc_db_err *e)
     /* READ COMMITTED: the claim locks only the rows it takes, no gaps, so
      * producers inserting new outbox rows never wait on (or deadlock with)
      * a claim. */
-    if ((d->urls ? sc_db_connect_urls(&d->db, d->cfg, d->urls, d->n_urls, e)
+    if ((d->urls ? sc_db_connect_tenant(&d->db, d->cfg, d->urls, d->n_urls, e)
                  : sc_db_connect(&d->db, d->cfg, e)) ||
         sc_db_query(&d->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", e) ||
         sc_db_settings_check(&d->db, e) || prepare(d, e)) {

@@ -82,6 +82,8 @@ int main(void)
     is_str(c.tenants.names, "^[a-z0-9_]{1,48}$", "names default");
     ok(c.tenants.max_connections == 100, "max_connections default 100");
     ok(c.tenants.idle_close_ms == 60000, "idle_close_ms default 60000");
+    ok(c.tenants.read_timeout_s == 10, "read_timeout_s default: lock_wait_timeout_s 5 + 5 (got %d)",
+       c.tenants.read_timeout_s);
     ok(c.tenants.n_database_urls == 1, "one database URL");
     char **urls;
     ok(sc_tenant_urls(&c.tenants, "acme", &urls) == 0 &&
@@ -113,6 +115,22 @@ int main(void)
             "tenants.list[1]", "a listed name the pattern refuses");
     refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"max_connections\":0}}",
             "tenants.max_connections", "zero connections");
+    refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":5}}",
+            "tenants.read_timeout_s: 5 must be greater than mysql.lock_wait_timeout_s (5)",
+            "a read timeout not above the lock wait");
+    refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":0}}",
+            "tenants.read_timeout_s", "a read timeout of 0");
+    ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},"
+             "\"mysql\":{\"url\":\"mysql://u:p@h/a\",\"lock_wait_timeout_s\":20},"
+             "\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\"}],"
+             "\"tenants\":{\"key\":\"subject\"," URL "}}", &c, err, 0) == 0 &&
+           c.tenants.read_timeout_s == 25,
+       "read_timeout_s follows lock_wait_timeout_s 20: 25 (%s)", err);
+    sc_config_free(&c);
+    ok(parse(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":6}}", &c, err, 0) == 0 &&
+           c.tenants.read_timeout_s == 6,
+       "read_timeout_s 6 above the lock wait 5 accepted (%s)", err);
+    sc_config_free(&c);
     refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"typo\":1}}", "tenants.typo: unknown key",
             "unknown key");
     ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
