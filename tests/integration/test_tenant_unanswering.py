@@ -24,12 +24,11 @@ applied, once each (effect and claim by event id), at attempt 1, nothing
 dead-lettered."""
 import re
 import socket
-import threading
 
 import tenants_common
 from harness import *
-from harness import _pump, _shut
 from tenants_common import *
+from tenant_hosts import Blackhole, Listener
 
 tenants_common.PREFIX = "tq_"
 CONNECT_S = 2
@@ -42,65 +41,7 @@ make_tenant_db(LIVE)
 make_tenant_db(DEAD)
 
 
-class Blackhole:
-    """Never accepts, accept queue full: SYNs dropped."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.2", port))
-        self.sock.listen(0)
-        self.fill = []
-        for _ in range(3):
-            s = socket.socket()
-            s.setblocking(False)
-            try:
-                s.connect(("127.0.0.2", port))
-            except BlockingIOError:
-                pass
-            self.fill.append(s)
-
-    def close(self):
-        for s in self.fill:
-            s.close()
-        self.sock.close()
-
-
-class Listener:
-    """Accepts; forward=False: sends nothing, ever (held counts them);
-    forward=True: forwards both ways to the test server."""
-
-    def __init__(self, forward):
-        self.forward = forward
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.2", port))
-        self.sock.listen(64)
-        self.held = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            if not self.forward:
-                self.held.append(c)
-                continue
-            s = socket.create_connection(("127.0.0.1", port))
-            threading.Thread(target=_pump, args=(c, s), daemon=True).start()
-            threading.Thread(target=_pump, args=(s, c), daemon=True).start()
-
-    def close(self):
-        _shut(self.sock)  # wakes the accept: a close alone would leave the port bound
-        self.sock.close()
-        for c in self.held:
-            _shut(c)
-            c.close()
-
-
-hole = Blackhole()
+hole = Blackhole(port)
 probe = socket.socket()
 probe.settimeout(1)
 t0 = time.time()
@@ -148,7 +89,7 @@ def probes_until(pred, what):
 for kind in ("SYNs dropped", "no greeting"):
     if kind == "no greeting":
         hole.close()
-        hole = Listener(forward=False)
+        hole = Listener(port, forward=False)
     before = len(failures())
     ids = [str(uuid.uuid4()) for _ in range(3)]
     dead_ids += ids
@@ -171,7 +112,7 @@ ok(sc.get("/readyz")[0] == 200, "/readyz 200 (one tenant's host is not the proce
 
 # Pointed back: the listener now forwards to the test server.
 hole.close()
-hole = Listener(forward=True)
+hole = Listener(port, forward=True)
 ok(wait_until(lambda: tenant_count(DEAD, "notification_job", dead_ids) == len(dead_ids), timeout=60),
    f"tenant 2 answers again: its {len(dead_ids)} events applied")
 for t, ids in ((DEAD, dead_ids), (LIVE, live_ids)):
