@@ -24,12 +24,9 @@ forwards again: tenant 2's events are applied, once each (effect and claim
 by event id), at attempt 1, nothing dead-lettered."""
 import datetime
 import re
-import socket
-import threading
 
 import tenants_common
 from harness import *
-from harness import _shut
 from tenants_common import *
 
 tenants_common.PREFIX = "ts_"
@@ -45,70 +42,7 @@ make_tenant_db(LIVE)
 make_tenant_db(SILENT)
 
 
-class SilentProxy:
-    """Forwards 127.0.0.2:port to the test server; silent(): every byte
-    either way is swallowed from then on (no connection is closed), and
-    answer() cuts the connections that lost bytes and forwards again."""
-
-    def __init__(self):
-        self.quiet = threading.Event()
-        self.lock = threading.Lock()
-        self.links = []      # [client, server, lost a byte]
-        self.swallowed = 0   # bytes
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.2", port))
-        self.sock.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            s = socket.create_connection(("127.0.0.1", port))
-            link = [c, s, False]
-            with self.lock:
-                self.links.append(link)
-            threading.Thread(target=self._pump, args=(link, c, s), daemon=True).start()
-            threading.Thread(target=self._pump, args=(link, s, c), daemon=True).start()
-
-    def _pump(self, link, src, dst):
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b:
-                    break
-                if self.quiet.is_set() or link[2]:
-                    with self.lock:
-                        link[2] = True
-                        self.swallowed += len(b)
-                    continue
-                dst.sendall(b)
-        except OSError:
-            pass
-        _shut(src, dst)
-
-    def silent(self):
-        self.quiet.set()
-
-    def answer(self):
-        with self.lock:
-            for c, s, lost in self.links:
-                if lost:
-                    _shut(c, s)
-        self.quiet.clear()
-
-    def close(self):
-        _shut(self.sock)
-        self.sock.close()
-        with self.lock:
-            for c, s, _ in self.links:
-                _shut(c, s)
-
-
-proxy = SilentProxy()
+proxy = SilentProxy(port)
 url = re.sub(r"@127\.0\.0\.1:(\d+)/", r"@127.0.0.{tenant}:\1/", tenant_url())
 sc = Sidecar(consumer_extra={"workers": 1, "prefetch": 32, "batch_max": 8,
                              "db_outage_hold_ms": 120000, "max_attempts": 2},
