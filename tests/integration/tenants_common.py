@@ -1,18 +1,15 @@
 """Tenant databases on the test server for the tenants tests: each one made
 with sql/schema and the sample handler's table, the consumer's grants as
 sql/grants/consumer.sql gives them on `app`, and the consumer's URL with
-{tenant} in the database name; SilentProxy, a tenant's host that falls
-silent on an open session."""
+{tenant} in the database name (stand-in hosts: tenant_hosts.py)."""
 import json
 import os
 import re
-import socket
-import threading
 import uuid
 
 import pymysql
 
-from harness import _shut, amqp, event_body, publish
+from harness import amqp, event_body, publish
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PREFIX = "tn_"
@@ -200,69 +197,3 @@ def send_ordered(exchange, events):
         ids[eid] = (tenant, k, v)
     conn.close()
     return ids
-
-
-class SilentProxy:
-    """Forwards 127.0.0.2:port to the test server (127.0.0.1:port), a
-    tenant's host the test controls; silent(): every byte either way is
-    swallowed from then on (no connection is closed: a host gone silent, no
-    RST, no FIN), and answer() cuts the connections that lost bytes and
-    forwards again."""
-
-    def __init__(self, port):
-        self.port = port
-        self.quiet = threading.Event()
-        self.lock = threading.Lock()
-        self.links = []      # [client, server, lost a byte]
-        self.swallowed = 0   # bytes
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.2", port))
-        self.sock.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            s = socket.create_connection(("127.0.0.1", self.port))
-            link = [c, s, False]
-            with self.lock:
-                self.links.append(link)
-            threading.Thread(target=self._pump, args=(link, c, s), daemon=True).start()
-            threading.Thread(target=self._pump, args=(link, s, c), daemon=True).start()
-
-    def _pump(self, link, src, dst):
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b:
-                    break
-                if self.quiet.is_set() or link[2]:
-                    with self.lock:
-                        link[2] = True
-                        self.swallowed += len(b)
-                    continue
-                dst.sendall(b)
-        except OSError:
-            pass
-        _shut(src, dst)
-
-    def silent(self):
-        self.quiet.set()
-
-    def answer(self):
-        with self.lock:
-            for c, s, lost in self.links:
-                if lost:
-                    _shut(c, s)
-        self.quiet.clear()
-
-    def close(self):
-        _shut(self.sock)
-        self.sock.close()
-        with self.lock:
-            for c, s, _ in self.links:
-                _shut(c, s)

@@ -36,6 +36,7 @@ import re
 import tenants_common
 from harness import *
 from tenants_common import *
+from tenant_hosts import SilentProxy
 
 tenants_common.PREFIX = "trs_"
 LOCK_WAIT_S = 1
