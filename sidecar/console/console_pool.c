@@ -64,36 +64,45 @@ static int pool_connect(struct sc_console *con, struct sc_db *db, const char *te
     return rc;
 }
 
+/* An idle session in that database (*ready set), else a free slot to
+ * connect in, else an idle session elsewhere, to be closed and connected
+ * again: its index, marked busy, or -1 when every slot is busy. */
+static int take_slot(struct sc_console_pool *p, const char *in, int *ready)
+{
+    int found = -1;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < SC_CONSOLE_DB_SLOTS && found < 0; i++)
+        if (!p->busy[i] && sc_db_connected(&p->db[i]) && strcmp(p->tenant[i], in) == 0)
+            found = i;
+    *ready = found >= 0;
+    for (int i = 0; i < SC_CONSOLE_DB_SLOTS && found < 0; i++)
+        if (!p->busy[i] && !sc_db_connected(&p->db[i]))
+            found = i;
+    for (int i = 0; i < SC_CONSOLE_DB_SLOTS && found < 0; i++)
+        if (!p->busy[i])
+            found = i;
+    if (found >= 0)
+        p->busy[found] = 1;
+    pthread_mutex_unlock(&p->lock);
+    return found;
+}
+
 struct sc_db *sc_console_db_get(struct sc_console *con, const char *tenant, int *slot,
                                 json_t **err, unsigned *status)
 {
     struct sc_console_pool *p = &con->pool;
     const char *in = tenant ? tenant : ""; /* p->tenant's form */
-    int i;
-    pthread_mutex_lock(&p->lock);
-    /* An idle session in that database, else a free slot to connect in,
-     * else an idle session elsewhere, closed to connect again. */
-    for (i = 0; i < SC_CONSOLE_DB_SLOTS &&
-                (p->busy[i] || !sc_db_connected(&p->db[i]) || strcmp(p->tenant[i], in) != 0); i++)
-        ;
-    if (i == SC_CONSOLE_DB_SLOTS)
-        for (i = 0; i < SC_CONSOLE_DB_SLOTS && (p->busy[i] || sc_db_connected(&p->db[i])); i++)
-            ;
-    if (i == SC_CONSOLE_DB_SLOTS)
-        for (i = 0; i < SC_CONSOLE_DB_SLOTS && p->busy[i]; i++)
-            ;
-    if (i < SC_CONSOLE_DB_SLOTS)
-        p->busy[i] = 1;
-    pthread_mutex_unlock(&p->lock);
-    if (i == SC_CONSOLE_DB_SLOTS) {
+    int ready;
+    int i = take_slot(p, in, &ready);
+    if (i < 0) {
         *status = 503;
         *err = json_pack("{s:s}", "error",
                          "database: " "4" " requests of this console are already waiting for it "
                          "(slow or not answering); try again");
         return NULL;
     }
-    if (sc_db_connected(&p->db[i]) && strcmp(p->tenant[i], in) != 0)
-        sc_db_close(&p->db[i]);
+    if (!ready)
+        sc_db_close(&p->db[i]); /* another database's, or none */
     if (!sc_db_connected(&p->db[i])) {
         struct sc_db_err e = {0};
         if (pool_connect(con, &p->db[i], tenant, &e)) {
