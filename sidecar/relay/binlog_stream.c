@@ -191,7 +191,12 @@ static int on_key(void *ctx, const char *v, size_t n)
  * over, and never read again with hope (the relay stops). */
 static int unreadable(struct sc_binlog_stream *s, const MARIADB_RPL_EVENT *ev, const char *why)
 {
-    unsigned long long at = ev->next_event_pos >= ev->event_length ? ev->next_event_pos - ev->event_length : 0;
+    /* Where the event before it ended: its own length can be another
+     * than on disk (libmariadb 3.4 hands over some compressed events
+     * uncompressed), so its end less its length may not be its start. */
+    unsigned long long at = s->ev_start;
+    if (at == 0 || (ev->next_event_pos && at >= ev->next_event_pos))
+        at = ev->next_event_pos >= ev->event_length ? ev->next_event_pos - ev->event_length : 0;
     snprintf(s->err, sizeof s->err, "the binary log holds at %s:%llu an event of type %u (%s), which may "
              "carry outbox_event's rows and which the relay cannot read (%s)", s->tx.file, at,
              (unsigned)ev->event_type, sc_binlog_event_name(ev->event_type), why);
@@ -347,6 +352,7 @@ int sc_binlog_stream_read(struct sc_binlog_stream *s, char (*ids)[37], int have,
             return -1;
         }
         s->ev = ev;
+        s->ev_start = s->end;
         if (ev->next_event_pos)
             s->end = ev->next_event_pos;
         if (handle(s, ev, &k))

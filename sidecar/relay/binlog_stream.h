@@ -26,6 +26,7 @@ struct sc_binlog_stream {
     struct sc_binlog_tx tx;         /* where it stands */
     unsigned long long rows_seen, bytes_read;
     unsigned long long end;         /* where the last event read ends in its file */
+    unsigned long long ev_start;    /* where the event being handled starts (the one before's end) */
     int unreadable;                 /* the stream stopped at an event that may hold rows it cannot read */
     char err[512];
 };
