@@ -387,6 +387,19 @@ def _loopback_listener():
     return sock, sock.getsockname()[1]
 
 
+def _accept_each(sock, take):
+    """Calls take(conn) for each connection sock accepts, on a thread of its
+    own, until sock is shut."""
+    def loop():
+        while True:
+            try:
+                c, _ = sock.accept()
+            except OSError:
+                return
+            take(c)
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def _pump(src, dst):
     """Forwards src to dst until either side ends, then shuts both."""
     try:
@@ -429,15 +442,7 @@ class _MySQLProxy:
         return self.FORWARD
 
     def _serve(self):
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self._take(c)
+        _accept_each(self.sock, self._take)
 
     def _take(self, c):
         link = _Link(c, socket.create_connection(self.target))
@@ -621,20 +626,15 @@ class CancelDroppingAmqpProxy:
         self.sock, self.port = _loopback_listener()
         self.dropping = True
         self.dropped = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        _accept_each(self.sock, self._take)
 
     def url(self):
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2f"
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            s = socket.create_connection(self.target)
-            threading.Thread(target=_pump, args=(c, s), daemon=True).start()
-            threading.Thread(target=self._down, args=(c, s), daemon=True).start()
+    def _take(self, c):
+        s = socket.create_connection(self.target)
+        threading.Thread(target=_pump, args=(c, s), daemon=True).start()
+        threading.Thread(target=self._down, args=(c, s), daemon=True).start()
 
     def _down(self, c, s):
         buf = b""

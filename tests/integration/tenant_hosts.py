@@ -5,7 +5,7 @@ server, and one that goes silent on open sessions."""
 import socket
 import threading
 
-from harness import _pump, _shut
+from harness import _accept_each, _pump, _shut
 
 HOST = "127.0.0.2"
 
@@ -49,20 +49,15 @@ class Listener:
         self.forward = forward
         self.sock = _listen(port, 64)
         self.held = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        _accept_each(self.sock, self._take)
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            if not self.forward:
-                self.held.append(c)
-                continue
-            s = socket.create_connection(("127.0.0.1", self.port))
-            threading.Thread(target=_pump, args=(c, s), daemon=True).start()
-            threading.Thread(target=_pump, args=(s, c), daemon=True).start()
+    def _take(self, c):
+        if not self.forward:
+            self.held.append(c)
+            return
+        s = socket.create_connection(("127.0.0.1", self.port))
+        threading.Thread(target=_pump, args=(c, s), daemon=True).start()
+        threading.Thread(target=_pump, args=(s, c), daemon=True).start()
 
     def close(self):
         _shut(self.sock)  # wakes the accept: a close alone would leave the port bound
@@ -84,20 +79,15 @@ class SilentProxy:
         self.links = []      # [client, server, lost a byte]
         self.swallowed = 0   # bytes
         self.sock = _listen(port, 64)
-        threading.Thread(target=self._accept, daemon=True).start()
+        _accept_each(self.sock, self._take)
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            s = socket.create_connection(("127.0.0.1", self.port))
-            link = [c, s, False]
-            with self.lock:
-                self.links.append(link)
-            threading.Thread(target=self._pump, args=(link, c, s), daemon=True).start()
-            threading.Thread(target=self._pump, args=(link, s, c), daemon=True).start()
+    def _take(self, c):
+        s = socket.create_connection(("127.0.0.1", self.port))
+        link = [c, s, False]
+        with self.lock:
+            self.links.append(link)
+        threading.Thread(target=self._pump, args=(link, c, s), daemon=True).start()
+        threading.Thread(target=self._pump, args=(link, s, c), daemon=True).start()
 
     def _pump(self, link, src, dst):
         try:
