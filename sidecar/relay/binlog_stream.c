@@ -50,6 +50,62 @@ static int file_exists(struct sc_db *db, const char *file, struct sc_db_err *e)
     return found;
 }
 
+/* 1 when list (a GTID position: "d-s-n,d-s-n") holds gtid as one of its
+ * members. */
+static int gtid_listed(const char *list, const char *gtid)
+{
+    size_t n = strlen(gtid);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',' || *p == '\n')
+            p++;
+        size_t m = strcspn(p, ",");
+        while (m > 0 && (p[m - 1] == ' ' || p[m - 1] == '\n'))
+            m--;
+        if (m == n && strncmp(p, gtid, n) == 0)
+            return 1;
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+/* A file and offset name a place on one server only: another server (a
+ * virtual IP or a DNS name moved on failover) or this one after RESET
+ * MASTER may have a file of the same name where the same offset is another
+ * transaction. MariaDB says which GTID position a place of its own log
+ * stands at (BINLOG_GTID_POS): the checkpoint's GTID must be there. Returns
+ * 1 when it is (or cannot be told: no GTID stored, a server without the
+ * function), 0 with why in e, -1 with e. */
+static int same_log(struct sc_db *db, const struct sc_binlog_pos *at, struct sc_db_err *e)
+{
+    if (!at->gtid[0])
+        return 1;
+    char file[2 * SC_BINLOG_FILE_MAX + 1], sql[2 * SC_BINLOG_FILE_MAX + 96];
+    mysql_real_escape_string(db->conn, file, at->file, (unsigned long)strlen(at->file));
+    snprintf(sql, sizeof sql, "SELECT BINLOG_GTID_POS('%s', %llu)", file, at->pos);
+    MYSQL_RES *res = sc_db_select(db, sql, e);
+    if (!res) {
+        if (e->code == 1305 || e->code == 1064) { /* no such function: MySQL */
+            *e = (struct sc_db_err){0};
+            return 1;
+        }
+        return -1;
+    }
+    MYSQL_ROW row = mysql_fetch_row(res);
+    char here[512];
+    snprintf(here, sizeof here, "%s", row && row[0] ? row[0] : "");
+    mysql_free_result(res);
+    sc_db_rollback(db, &(struct sc_db_err){0});
+    if (gtid_listed(here, at->gtid))
+        return 1;
+    snprintf(e->msg, sizeof e->msg,
+             "the checkpoint's place %.80s:%llu was read after GTID %s, but this server's "
+             "stands at GTID position '%.100s' there: the checkpoint was taken on another server (a "
+             "failover behind the same address) or this server's binary logs were reset",
+             at->file, at->pos, at->gtid, here[0] ? here : "(none)");
+    e->cls = SC_DBERR_FAILURE;
+    return 0;
+}
+
 static int stream_setup(struct sc_binlog_stream *s, struct sc_db_err *e)
 {
     MYSQL_RES *res = sc_db_select(&s->db,
@@ -108,6 +164,13 @@ enum sc_binlog_open sc_binlog_stream_open(struct sc_binlog_stream *s, const stru
                      "the checkpoint's binary log %s (position %llu) is gone: the server purged it "
                      "before the relay read it", start.file, start.pos);
             e->cls = SC_DBERR_FAILURE;
+            sc_binlog_stream_close(s);
+            return SC_BINLOG_GONE;
+        }
+        int same = same_log(&s->db, &start, e);
+        if (same < 0)
+            goto fail;
+        if (!same) {
             sc_binlog_stream_close(s);
             return SC_BINLOG_GONE;
         }
