@@ -13,6 +13,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "relay/relay.h"
+#include "tenant.h"
 #include "admin/try.h"
 #include "sc_build_config.h"
 
@@ -36,15 +37,24 @@ struct command {
 #define HTTP_DEFAULT_CONSUME "127.0.0.1:9464"
 #define HTTP_DEFAULT_RELAY "127.0.0.1:9466"
 
+static void warn_silence(const struct sc_config *cfg)
+{
+    char advice[512];
+    if (sc_tenant_silence_advice(cfg, advice, sizeof advice))
+        sc_warn("%s", advice);
+}
+
 static int run_consume(const struct sc_config *cfg, int argc, char **argv)
 {
     (void)argc, (void)argv;
+    warn_silence(cfg);
     return sc_consume_run(cfg);
 }
 
 static int run_relay(const struct sc_config *cfg, int argc, char **argv)
 {
     (void)argc, (void)argv;
+    warn_silence(cfg);
     return sc_relay_run(cfg);
 }
 
@@ -73,11 +83,11 @@ static const struct command commands[] = {
     {"relay", "relay   -c FILE", "run the outbox relay until SIGTERM/SIGINT", 0, 1, 1,
      HTTP_DEFAULT_RELAY, run_relay},
     {"check", "check   -c FILE [--tenant NAME]", "validate the config, load handlers, connect to "
-     "both servers (with tenants: to each listed tenant's database, or NAME's)", 1,
+     "both servers (with tenants: to each tenant's database, listed or discovered, or NAME's)", 1,
      0, 1, NULL, run_check},
     {"migrate", "migrate -c FILE [--tenant NAME | --all] [--schema DIR]",
      "apply every schema file (DIR, default " SC_SCHEMA_DIR ") to mysql.url's database, NAME's, "
-     "or each tenant of tenants.list; creates no database (database only)", 1, 0, 0, NULL,
+     "or each tenant's (listed or discovered); creates no database (database only)", 1, 0, 0, NULL,
      sc_migrate_run},
     {"inspect", "inspect -c FILE EVENT_ID [--source SOURCE] [--json] | --aggregate TYPE ID [--json]"
      " [--tenant NAME]",
@@ -85,7 +95,7 @@ static const struct command commands[] = {
      "database); exit 1 when nothing is known", 1, 0, 1, NULL, sc_inspect_run},
     {"purge", "purge   -c FILE --older-than DURATION [--dry-run] [--force] [--tenant NAME]",
      "delete consumed_event and PUBLISHED outbox_event rows past retention, in mysql.url's "
-     "database and each tenant of tenants.list, or only NAME's (database only)", 1,
+     "database and each tenant's (listed or discovered), or only NAME's (database only)", 1,
      0, 0, NULL, sc_purge_run},
     {"dlq", "dlq     -c FILE list|show|replay|release CONSUMER [--id EVENT_ID | --all | --key KEY [--tenant NAME]]",
      "list, show or replay dead-lettered messages; release a held key", 1, 0, 1, NULL, sc_dlq_run},

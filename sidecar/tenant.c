@@ -103,3 +103,16 @@ int sc_tenant_url_check(const char *url, const char *key, char *why, size_t why_
     }
     return 0;
 }
+
+int sc_tenant_silence_advice(const struct sc_config *cfg, char *out, size_t len)
+{
+    int silent = cfg->tenants.read_timeout_s + cfg->mysql_connect_timeout_s;
+    if (!cfg->tenants.present || cfg->amqp_heartbeat_s <= 0 || 2 * silent <= 3 * cfg->amqp_heartbeat_s)
+        return 0;
+    snprintf(out, len, "tenants.read_timeout_s (%d) plus mysql.connect_timeout_s (%d) exceed 1.5 x "
+             "amqp.heartbeat_s (%d): a tenant whose server goes silent can hold the broker "
+             "connection past its heartbeat, and the broker then closes it (redeliveries, events "
+             "published again); lower them or raise amqp.heartbeat_s",
+             cfg->tenants.read_timeout_s, cfg->mysql_connect_timeout_s, cfg->amqp_heartbeat_s);
+    return 1;
+}

@@ -30,4 +30,12 @@ void sc_tenant_urls_free(char **urls, size_t n);
  * name. Returns 0, or -1 with why naming the key (never the URL). */
 int sc_tenant_url_check(const char *url, const char *key, char *why, size_t why_len);
 
+/* A tenant whose server goes silent holds its worker, and the broker
+ * connection's heartbeats, for up to a connect and a read; the broker drops
+ * a connection silent for about two intervals. Returns 1 with the advice in
+ * out when tenants.read_timeout_s + mysql.connect_timeout_s exceed one and
+ * a half amqp.heartbeat_s (a lost broker connection: redeliveries, and the
+ * relay's unconfirmed events published again), else 0. */
+int sc_tenant_silence_advice(const struct sc_config *cfg, char *out, size_t len);
+
 #endif

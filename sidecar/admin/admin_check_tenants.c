@@ -1,4 +1,4 @@
-/* `sidecar check` for tenants: every tenant of tenants.list (or the one
+/* `sidecar check` for tenants: every tenant, listed or discovered (or the one
  * named with --tenant) reached through tenants.database_url, its schema
  * checked for what the consumers need. */
 #include <stdio.h>
@@ -54,6 +54,9 @@ int sc_check_tenants(const struct sc_config *cfg, const char *only)
 {
     if (!cfg->tenants.present)
         return 0;
+    char advice[512];
+    if (sc_tenant_silence_advice(cfg, advice, sizeof advice))
+        printf("tenants: warning: %s\n", advice);
     if (only)
         return check_one(cfg, only);
     char **names;

@@ -1,5 +1,5 @@
 /* sidecar migrate: applies every sql/schema file, in order, to mysql.url's
- * database, one tenant's, or each tenant of tenants.list. The files are
+ * database, one tenant's, or each tenant's (listed or discovered). The files are
  * idempotent; whether one changed anything is seen by comparing the
  * database's definitions (columns, indexes, constraints) before and after. */
 #include <dirent.h>

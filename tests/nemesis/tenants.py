@@ -102,9 +102,12 @@ def configs(port, amqp_url):
               # 1 s: a locked tenant's every probe holds a worker (and the
               # relay, which has no backoff for it) this long; at 3 s the
               # other tenants got nothing for whole fault windows
-              "mysql": {"lock_wait_timeout_s": LOCK_WAIT_S},
+              # a silent tenant holds a worker for a connect and a read:
+              # both within 1.5 heartbeats, or the broker drops the worker
+              "mysql": {"lock_wait_timeout_s": LOCK_WAIT_S, "connect_timeout_s": 2},
               "http": {"listen": "127.0.0.1:0"}, "log": {"level": "info"}}
-    tenants = {"key": "extension:tenant", "list": list(TENANTS), "max_connections": 16, "idle_close_ms": 60000}
+    tenants = {"key": "extension:tenant", "list": list(TENANTS), "max_connections": 16, "idle_close_ms": 60000,
+               "read_timeout_s": LOCK_WAIT_S + 1}
     relay = json.loads(json.dumps(common))
     relay["mysql"]["url"] = url("sidecar_relay", "relay-secret", "app")
     relay["tenants"] = dict(tenants, database_url=url("sidecar_relay", "relay-secret", DB.format("{tenant}")))

@@ -131,6 +131,37 @@ int main(void)
            c.tenants.read_timeout_s == 6,
        "read_timeout_s 6 above the lock wait 5 accepted (%s)", err);
     sc_config_free(&c);
+    {
+        char advice[512] = "";
+        ok(parse(HEAD "\"tenants\":{\"key\":\"subject\"," URL "}}", &c, err, 0) == 0 &&
+               !sc_tenant_silence_advice(&c, advice, sizeof advice),
+           "defaults (read 10 + connect 5 under 1.5 x heartbeat 30): no advice (%s)", advice);
+        sc_config_free(&c);
+        ok(parse(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":40}}", &c, err, 0) == 0 &&
+               !sc_tenant_silence_advice(&c, advice, sizeof advice),
+           "read 40 + connect 5 = 1.5 x heartbeat 30: no advice (%s)", advice);
+        sc_config_free(&c);
+        ok(parse(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":41}}", &c, err, 0) == 0 &&
+               sc_tenant_silence_advice(&c, advice, sizeof advice) &&
+               strstr(advice, "tenants.read_timeout_s (41) plus mysql.connect_timeout_s (5) exceed 1.5 x "
+                              "amqp.heartbeat_s (30)"),
+           "read 41 + connect 5 past 1.5 x heartbeat 30: advice naming the keys (%s)", advice);
+        sc_config_free(&c);
+        advice[0] = 0;
+        ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\",\"heartbeat_s\":0},"
+                 "\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
+                 "\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\"}],"
+                 "\"tenants\":{\"key\":\"subject\"," URL ",\"read_timeout_s\":600}}", &c, err, 0) == 0 &&
+               !sc_tenant_silence_advice(&c, advice, sizeof advice),
+           "without heartbeats: no advice (%s)", advice);
+        sc_config_free(&c);
+        ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},"
+                 "\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
+                 "\"consumers\":[{\"name\":\"o\",\"handler\":\"x.so\"}]}", &c, err, 0) == 0 &&
+               !sc_tenant_silence_advice(&c, advice, sizeof advice),
+           "without tenants: no advice (%s)", advice);
+        sc_config_free(&c);
+    }
     refused(HEAD "\"tenants\":{\"key\":\"subject\"," URL ",\"typo\":1}}", "tenants.typo: unknown key",
             "unknown key");
     ok(parse("{\"amqp\":{\"url\":\"amqp://g:g@h/%2f\"},\"mysql\":{\"url\":\"mysql://u:p@h/a\"},"
