@@ -1,11 +1,13 @@
 """A MariaDB of a binlog test's own, with the binary log on (ROW format; the
 suite's server runs without one), on SC_TEST_BINLOG_MYSQL_PORT (default: the
-suite's MariaDB port + 2): test_relay_binlog.py and
+suite's MariaDB port + 2): test_relay_binlog.py, test_relay_binlog_compressed.py,
+test_relay_binlog_reset.py and
 test_relay_binlog_watermark.py. `setup()` creates the app database, the
 schema of sql/schema and the binlog relay's role (sql/grants/relay_binlog.sql,
 password binlog-secret). test_durability_binlog.py starts one on a port of
 its own with its own options."""
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -15,7 +17,7 @@ import time
 
 import pymysql
 
-from harness import bail
+from harness import Relay, bail, drain_with_keys
 
 PORT = int(os.environ.get("SC_TEST_BINLOG_MYSQL_PORT", str(int(os.environ["SC_TEST_MYSQL_PORT"]) + 2)))
 USER = subprocess.getoutput("id -un")
@@ -112,3 +114,42 @@ def setup(srv):
             open(os.path.join(ROOT, "sql", "grants", "relay_binlog.sql")).read())
     return (f"mysql://sidecar:sidecar@127.0.0.1:{PORT}/app",
             f"mysql://sidecar_relay_binlog:binlog-secret@127.0.0.1:{PORT}/app")
+
+
+def binlog_relay(ex, url, worker_id, source="binlog"):
+    """A relay on exchange ex reading url's outbox with relay.source
+    source, lease 3 s, poll 100 ms; not started."""
+    r = Relay(ex, worker_id=worker_id, lease_ms=3000, poll_ms=100)
+    r.config["mysql"]["url"] = url
+    r.config["relay"]["source"] = source
+    with open(r.config_path, "w") as f:
+        json.dump(r.config, f)
+    return r
+
+
+def published(queue, want, timeout=30):
+    """The message ids drained from queue until every one of want is among
+    them, or timeout."""
+    seen, deadline = [], time.time() + timeout
+    while time.time() < deadline and not set(want) <= set(seen):
+        seen += [p.message_id for _, p, _ in drain_with_keys(queue)]
+        time.sleep(0.1)
+    return seen
+
+
+def recover(q, queue, gap, poll, binlog, insert):
+    """The recovery of docs/operations.md ("Binlog relay"): the end noted,
+    a poll relay (poll: not started) until the gap is published, the
+    checkpoint moved to the noted end with its GTID cleared, then the binlog
+    relay (binlog: not started) again and rows that insert() makes. q runs
+    SQL as root. Returns (the ids published, the fresh rows' ids, the
+    running binlog relay)."""
+    new_file, new_pos = q("SHOW MASTER STATUS")[0][:2]
+    poll.start()
+    seen = published(queue, gap)
+    poll.stop()
+    q("UPDATE relay_checkpoint SET binlog_file = %s, binlog_pos = %s, gtid = NULL WHERE outbox = 'outbox_event'",
+      (new_file, new_pos))
+    binlog.start()
+    fresh = insert()
+    return seen + published(queue, fresh), fresh, binlog

@@ -17,7 +17,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import Server, setup
+from binlog_server import Server, binlog_relay, published, recover, setup
 
 srv = Server()
 
@@ -38,24 +38,11 @@ def insert(n):
 
 
 def relay(ex, source="binlog"):
-    r = Relay(ex, worker_id="compressed-a" if source == "binlog" else "compressed-poll", lease_ms=3000, poll_ms=100)
-    r.config["mysql"]["url"] = URL
-    r.config["relay"]["source"] = source
-    with open(r.config_path, "w") as f:
-        json.dump(r.config, f)
-    return r
+    return binlog_relay(ex, URL, "compressed-a" if source == "binlog" else "compressed-poll", source)
 
 
 def checkpoint():
     return q("SELECT binlog_file, binlog_pos FROM relay_checkpoint WHERE outbox = 'outbox_event'")[0]
-
-
-def published(queue, want, timeout=30):
-    seen, deadline = [], time.time() + timeout
-    while time.time() < deadline and not set(want) <= set(seen):
-        seen += [p.message_id for _, p, _ in drain_with_keys(queue)]
-        time.sleep(0.1)
-    return seen
 
 
 try:
@@ -96,15 +83,7 @@ try:
 
     # 3. recovery: compression off, the gap by polling, the checkpoint moved
     q("SET GLOBAL log_bin_compress = OFF")
-    new_file, new_pos = q("SHOW MASTER STATUS")[0][:2]
-    poll = relay(ex, source="poll").start()
-    seen = published(queue, gap)
-    poll.stop()
-    q("UPDATE relay_checkpoint SET binlog_file = %s, binlog_pos = %s, gtid = NULL WHERE outbox = 'outbox_event'",
-      (new_file, new_pos))
-    r = relay(ex).start()
-    fresh = insert(3)
-    seen += published(queue, fresh)
+    seen, fresh, r = recover(q, queue, gap, relay(ex, source="poll"), relay(ex), lambda: insert(3))
     ok(set(gap) <= set(seen) and set(fresh) <= set(seen),
        "recovery: poll mode publishes the gap, then binlog mode runs again past the compressed events")
     ok(r.alive(), "and keeps running")

@@ -18,7 +18,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import Server, setup
+from binlog_server import Server, binlog_relay, published, recover, setup
 
 srv = Server()
 
@@ -39,24 +39,11 @@ def insert(n, start=0):
 
 
 def relay(ex, url, source="binlog"):
-    r = Relay(ex, worker_id="reset-a" if source == "binlog" else "reset-poll", lease_ms=3000, poll_ms=100)
-    r.config["mysql"]["url"] = url
-    r.config["relay"]["source"] = source
-    with open(r.config_path, "w") as f:
-        json.dump(r.config, f)
-    return r
+    return binlog_relay(ex, url, "reset-a" if source == "binlog" else "reset-poll", source)
 
 
 def checkpoint():
     return q("SELECT binlog_file, binlog_pos, IFNULL(gtid, '') FROM relay_checkpoint WHERE outbox = 'outbox_event'")[0]
-
-
-def published(queue, want, timeout=30):
-    seen, deadline = [], time.time() + timeout
-    while time.time() < deadline and not set(want) <= set(seen):
-        seen += [p.message_id for _, p, _ in drain_with_keys(queue)]
-        time.sleep(0.1)
-    return seen
 
 
 try:
@@ -102,15 +89,8 @@ try:
     ok(code == 2 and "another server" in r.text(), f"started again, it stops again (exit {code})")
 
     # 3. recovery: poll over the gap, then the checkpoint moved to the end
-    new_file, new_pos = q("SHOW MASTER STATUS")[0][:2]
-    poll = relay(ex, URL, source="poll").start()
-    seen = published(queue, gap)
-    poll.stop()
-    q("UPDATE relay_checkpoint SET binlog_file = %s, binlog_pos = %s, gtid = NULL WHERE outbox = 'outbox_event'",
-      (new_file, new_pos))
-    r = relay(ex, LEAST_URL).start()
-    fresh = insert(3, 300)
-    seen += published(queue, fresh)
+    seen, fresh, r = recover(q, queue, gap, relay(ex, URL, source="poll"), relay(ex, LEAST_URL),
+                             lambda: insert(3, 300))
     ok(set(gap) <= set(seen) and set(fresh) <= set(seen),
        "recovery: poll mode publishes the gap, then binlog mode runs again")
     ok(r.alive(), "and keeps running")

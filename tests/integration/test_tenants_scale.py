@@ -1,27 +1,29 @@
 """Tenants at size: 200 tenant databases on the test server. The same total
-of events (twice SC_TENANTS_EVENTS, default 10,000), queued before the
+of events (twice SC_TENANTS_EVENTS, default 20,000), queued before the
 consumer starts, consumed all for one tenant, then spread round-robin over
 200 tenants, then for one tenant again (A-B-A), each run timed over its
 first half (cold: the tenants' sessions opened on the way) and its second
 (warm) (prefetch SC_TENANTS_PREFETCH, default 16384, so that each
 tenant's batch takes its share of what is in hand); throughput of each and
 their ratio, transactions per run, the consumer's RSS with one tenant
-session open and with 200 (per open session), and the exact effects.
-The warm ratio is checked against SC_TENANTS_MIN_RATIO (default 0.25), the
-cold one against SC_TENANTS_MIN_COLD_RATIO (0.2): 0.46-0.49 warm and
-0.51-0.55 cold measured on 2 shared cores, 0.07-0.09 when the acks went
-tenant by tenant; the gates catch such a fall, not the 0.8 target
-(docs/performance.md)."""
+session open and with 200 (per open session), and the exact effects. The
+consumer runs without meson's MALLOC_PERTURB_, as in production.
+The warm ratio is checked against SC_TENANTS_MIN_RATIO (default 0.5), the
+cold one against SC_TENANTS_MIN_COLD_RATIO (0.2): 0.85-0.88 warm and
+0.47-0.48 cold measured on 2 shared cores (docs/performance.md), 0.41-0.57
+warm with MALLOC_PERTURB_ on, 0.07-0.09 when the acks went tenant by
+tenant; the gates catch such a fall on a loaded machine, the figures are
+the 0.8 target's."""
 import json
 
 from harness import *
 from tenants_common import *
 
-N = int(os.environ.get("SC_TENANTS_EVENTS", "10000"))
+N = int(os.environ.get("SC_TENANTS_EVENTS", "20000"))
 T = int(os.environ.get("SC_TENANTS_COUNT", "200"))
 PREFETCH = int(os.environ.get("SC_TENANTS_PREFETCH", "16384"))
 WORKERS = int(os.environ.get("SC_TENANTS_WORKERS", "1"))
-MIN_RATIO = float(os.environ.get("SC_TENANTS_MIN_RATIO", "0.25"))
+MIN_RATIO = float(os.environ.get("SC_TENANTS_MIN_RATIO", "0.5"))
 MIN_COLD_RATIO = float(os.environ.get("SC_TENANTS_MIN_COLD_RATIO", "0.2"))
 sfx = suffix()
 tenants = [f"s{i:03d}_{sfx}" for i in range(T)]
@@ -42,9 +44,13 @@ def run(label, spread):
     """Two legs of N events each, queued before the consumer starts: the
     first cold (every tenant's session opened on the way), the second warm
     (the sessions open). Returns (cold ev/s, warm ev/s, RSS KiB)."""
+    # Without meson's MALLOC_PERTURB_ (every malloc and free of the test's
+    # processes filling the block): a throughput is the daemon's as it
+    # runs in production. With it, the 200-tenant leg ran at half speed.
     sc = Sidecar(consumer_extra={"prefetch": PREFETCH, "batch_max": 64, "workers": WORKERS},
                  extra={"tenants": {"key": "extension:tenant", "database_url": tenant_url(),
-                                    "max_connections": T + 10}})
+                                    "max_connections": T + 10}},
+                 env={"MALLOC_PERTURB_": "0"})
     bound_queue(sc.exchange, queue=sc.queue)
     ids = [str(uuid.uuid4()) for _ in range(2 * N)]
     owner = [tenants[i % spread] for i in range(2 * N)]
