@@ -242,6 +242,7 @@ static void io_t_batch_done(void *io, const struct sc_relay_batch *b)
     sc_relay_tenants_batch_done(TENANTS(io), b);
 }
 static int io_t_idle_wait_ms(void *io) { return sc_relay_tenants_idle_wait_ms(TENANTS(io)); }
+static int64_t io_t_claim_started(void *io) { return TENANTS(io)->claim_started_ms; }
 
 /* Between two tenants' claims (a round over many tenants can outlast half
  * a heartbeat): one heartbeat frame when half the interval has passed. */
@@ -276,6 +277,7 @@ static const struct sc_relay_ops tenant_ops = {
     .backoff_ms = io_backoff_ms,
     .batch_done = io_t_batch_done,
     .idle_wait_ms = io_t_idle_wait_ms,
+    .claim_started = io_t_claim_started,
 };
 
 static void default_worker_id(char *out, size_t len)

@@ -79,6 +79,8 @@ static void phase_claim(struct sc_relay_core *c)
         return;
     }
     c->poll = SC_RELAY_POLL_MIN_MS;
+    if (c->ops->claim_started)
+        started = c->ops->claim_started(c->io);
     sc_relay_batch_begin(c, b, n, started);
     c->claimed = b;
     SC_FAULT("relay.after_claim");

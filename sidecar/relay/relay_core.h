@@ -152,6 +152,15 @@ struct sc_relay_ops {
      * claim order, with each row in its terminal state. */
     void (*batch_done)(void *io, const struct sc_relay_batch *b);
 
+    /* Optional (tenants'): when the lease of the rows the last claim
+     * returned started, in now_ms's time. One claim call can try several
+     * tenants, a silent one for a read timeout: PENDING rows claimed after
+     * it count from their own statement, not the call's start, or they
+     * would be left unsent to a lease they still hold. Rows taken back from
+     * an expired lease count from the call's start (they may be this
+     * relay's own batch in flight). */
+    int64_t (*claim_started)(void *io);
+
     /* Optional (tenants'): how long the relay waits after a claim that found
      * nothing, in ms (until the next tenant is due). Without it the wait is
      * the idle poll, 5 ms doubling to poll_ms. */

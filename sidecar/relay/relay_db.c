@@ -267,8 +267,11 @@ static int claim_select(struct sc_relay_db *d, int expired, int limit, struct sc
 int sc_relay_db_claim(struct sc_relay_db *d, struct sc_relay_row *rows, int max, struct sc_db_err *e)
 {
     int n = 0;
-    if (claim_select(d, 1, max, rows, max, &n, e) ||
-        (n < max && claim_select(d, 0, max - n, rows, max, &n, e)))
+    d->last_expired = 0;
+    if (claim_select(d, 1, max, rows, max, &n, e))
+        return -1;
+    d->last_expired = n;
+    if (n < max && claim_select(d, 0, max - n, rows, max, &n, e))
         return -1;
     if (n == 0)
         return sc_db_rollback(&d->db, e) ? -1 : 0; /* end the (empty) transaction */

@@ -23,6 +23,7 @@ struct sc_relay_db {
     size_t n_urls;
     int shared;         /* binds and lens belong to the tenants' pool */
     int64_t last_gauge_ms, gauge_interval_ms;
+    int last_expired;   /* rows the last claim took back from expired leases */
 };
 
 /* Returns 0, or -1 out of memory. */

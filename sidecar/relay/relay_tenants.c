@@ -296,7 +296,8 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
 {
     if (ts->discover)
         sc_relay_discover_refresh(ts);
-    sweep(ts, sc_now_ms());
+    int64_t call_started = sc_now_ms();
+    sweep(ts, call_started);
     for (int k = 0; k < ts->n; k++) {
         int i = (ts->cursor + k) % ts->n;
         struct sc_relay_tenant *t = ts->t[i];
@@ -313,6 +314,7 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
         }
         t->last_use_ms = now;
         atomic_fetch_add(&ts->m->claims, 1);
+        ts->claim_started_ms = sc_now_ms();
         int n = sc_relay_db_claim(&t->db, rows, max, &e);
         if (n < 0 && was_open && e.cls == SC_DBERR_CONNECTION) {
             /* A session that sat open may only have idled out on the
@@ -326,6 +328,7 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
                 continue;
             }
             atomic_fetch_add(&ts->m->claims, 1);
+            ts->claim_started_ms = sc_now_ms();
             n = sc_relay_db_claim(&t->db, rows, max, &e);
         }
         if (n < 0) {
@@ -340,6 +343,12 @@ int sc_relay_tenants_claim(struct sc_relay_tenants *ts, struct sc_relay_row *row
             continue;
         }
         tenant_healthy(ts, t);
+        /* Rows of an expired lease may be this relay's own batch still in
+         * flight, its lease run out while another tenant held the call:
+         * counted from the call's start, such a copy is left unsent, never
+         * published twice. PENDING rows count from their own statement. */
+        if (t->db.last_expired > 0)
+            ts->claim_started_ms = call_started;
         /* An idle tenant, counted empty and claimed from in vain since,
          * costs no query: only a tenant with rows (found by a claim or by
          * its last count, another relay's leased ones too) is counted. */

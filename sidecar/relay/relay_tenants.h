@@ -59,6 +59,7 @@ struct sc_relay_tenants {
     MYSQL_BIND *binds;       /* shared by every tenant's statements */
     unsigned long *lens;
     int64_t last_sweep_ms;
+    int64_t claim_started_ms; /* when the claim that returned the last rows began */
     struct sc_relay_metrics *m;
     struct sc_relay_metrics scratch; /* what a tenant's gauge query fills */
     struct sc_tenant_value *values; /* the gauges' copy, cap of them */

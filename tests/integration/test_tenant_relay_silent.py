@@ -27,9 +27,11 @@ lease_ms 6 s is shorter than the 8 s the silent tenant holds the thread, on
 purpose: a batch of tenant 1 sent just before the block is still unmarked
 when its lease runs out, and the claim call that began before the block
 takes its row again as an expired lease after it. That copy must be left
-unsent (the relay counts its lease from the call's start: "held ... past
-its lease"), and the first batch's mark still finds its lease (same
-lease_owner): each row on the queue once."""
+unsent (the relay counts such a lease from the call's start: "held ...
+past its lease"), and the first batch's mark still finds its lease (same
+lease_owner): each row on the queue once. A PENDING row the same call
+claims after the block counts its lease from its own statement: it is
+published at once, not a lease later."""
 import datetime
 import re
 
@@ -88,9 +90,22 @@ ok(wait_until(lambda: all(published(t, ids) == 1 for t, ids in warm.items()), ti
 ok(wait_until(lambda: gauge("sidecar_relay_tenant_sessions") == 2, timeout=10),
    "both tenants' sessions open")
 
+# A claim call starts at the tenant after the last one that gave rows: with
+# tenant 1's row claimed last, the call that meets the silence tries tenant
+# 2 first, then, once the read timeout ends, tenant 1 in the same call.
+last = insert_tenant_outbox(LIVE, 1, 150)
+ok(wait_until(lambda: published(LIVE, last) == 1, timeout=30), "a row of tenant 1 claimed last")
+warm[LIVE] += last
 proxy.silent()
 t_silent = time.time()
 silent_ids = insert_tenant_outbox(SILENT, 3, 300)
+# Tenant 1's first row goes in once the relay's claim from tenant 2 waits
+# on the silent session, so that the same call takes it right after the
+# block: its lease counts from its own statement, not from the call's
+# start (which left it unsent to a lease it still held, and published it
+# a lease later: 14.8 s).
+ok(wait_until(lambda: proxy.swallowed > 0, timeout=5, step=0.01),
+   "the relay's claim from tenant 2 waits on the silent session")
 live_ids, lat, down_seen = [], [], False
 k = 0
 while time.time() - t_silent < SILENCE_S:
