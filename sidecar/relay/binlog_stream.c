@@ -58,12 +58,12 @@ static int gtid_listed(const char *list, const char *gtid)
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',' || *p == '\n')
             p++;
-        size_t m = strcspn(p, ",");
+        size_t member = strcspn(p, ","), m = member;
         while (m > 0 && (p[m - 1] == ' ' || p[m - 1] == '\n'))
             m--;
         if (m == n && strncmp(p, gtid, n) == 0)
             return 1;
-        p += strcspn(p, ",");
+        p += member;
     }
     return 0;
 }

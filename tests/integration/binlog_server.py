@@ -116,12 +116,13 @@ def setup(srv):
             f"mysql://sidecar_relay_binlog:binlog-secret@127.0.0.1:{PORT}/app")
 
 
-def binlog_relay(ex, url, worker_id, source="binlog"):
+def binlog_relay(ex, url, worker_id=None, source="binlog", lease_ms=3000, batch=50, **keys):
     """A relay on exchange ex reading url's outbox with relay.source
-    source, lease 3 s, poll 100 ms; not started."""
-    r = Relay(ex, worker_id=worker_id, lease_ms=3000, poll_ms=100)
+    source, poll 100 ms, and any other relay keys; not started."""
+    r = Relay(ex, worker_id=worker_id, lease_ms=lease_ms, poll_ms=100, batch=batch)
     r.config["mysql"]["url"] = url
     r.config["relay"]["source"] = source
+    r.config["relay"].update(keys)
     with open(r.config_path, "w") as f:
         json.dump(r.config, f)
     return r

@@ -32,7 +32,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import PORT, Server, setup
+from binlog_server import PORT, Server, binlog_relay, setup
 
 srv = Server()
 
@@ -79,14 +79,7 @@ def wait_ids(queue, want, timeout=60):
 
 
 def relay(ex, **kw):
-    r = Relay(ex, worker_id=kw.pop("worker_id", None), lease_ms=kw.pop("lease_ms", 3000), poll_ms=100,
-              batch=kw.pop("batch", 50))
-    r.config["mysql"]["url"] = URL
-    r.config["relay"]["source"] = kw.pop("source", "binlog")
-    r.config["relay"].update(kw)
-    with open(r.config_path, "w") as f:
-        json.dump(r.config, f)
-    return r
+    return binlog_relay(ex, URL, **kw)
 
 
 def checkpoint():

@@ -21,7 +21,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import PORT, Server, setup
+from binlog_server import PORT, Server, binlog_relay, setup
 
 srv = Server()
 MIB = 1024 * 1024
@@ -62,12 +62,7 @@ def status(ids):
 
 
 def relay(ex, ordering):
-    r = Relay(ex, worker_id="held-a", lease_ms=3000, poll_ms=100, batch=20)
-    r.config["mysql"]["url"] = LEAST_URL
-    r.config["relay"].update(source="binlog", ordering=ordering)
-    with open(r.config_path, "w") as f:
-        json.dump(r.config, f)
-    return r
+    return binlog_relay(ex, LEAST_URL, worker_id="held-a", batch=20, ordering=ordering)
 
 
 class Seen:

@@ -23,7 +23,7 @@ import uuid
 
 from harness import *
 
-from binlog_server import Server, setup
+from binlog_server import Server, binlog_relay, setup
 
 srv = Server()
 
@@ -76,12 +76,7 @@ try:
     URL, LEAST_URL = setup(srv)
     ex = "wm-" + suffix()
     queue = bound_queue(ex)
-    r = Relay(ex, worker_id="wm-a", lease_ms=3000, poll_ms=100, batch=50)
-    r.config["mysql"]["url"] = LEAST_URL
-    r.config["relay"]["source"] = "binlog"
-    with open(r.config_path, "w") as f:
-        json.dump(r.config, f)
-    r.start()
+    r = binlog_relay(ex, LEAST_URL, worker_id="wm-a").start()
     seen = []
     # the console from the start: it sees the watermark move
     import urllib.request
