@@ -128,8 +128,26 @@ static struct txn_end run_ladder(struct worker *w, struct item *items, int n)
     return all;
 }
 
-/* The session is gone before COMMIT: nothing of the batch was committed.
- * Hold the batch through a new session. The same delivery running when a
+/* A COMMIT whose outcome nobody knows: logged once per event in it, never
+ * acked; held in hand or returned, it runs again and its claim tells. */
+static void log_unknown(struct worker *w, struct item *items, int n, int held)
+{
+    for (int i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        if (!it->committing)
+            continue;
+        atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
+        it->lf.outcome = "unknown";
+        sc_log(SC_LOG_ERROR, &it->lf, "COMMIT failed, outcome unknown: not acked; %s: %s",
+               held ? "held in hand, runs again on a new database session (its claim tells)"
+                    : "returned for redelivery", it->why);
+        it->lf.outcome = NULL;
+    }
+}
+
+/* The session is gone before COMMIT (nothing of the batch was committed),
+ * or with it (what was in it may be): hold the batch through a new session,
+ * where the claims tell. The same delivery running when a
  * fresh session fails again is not the database's fault: it counts as an
  * attempt (through a delay queue, then the DLQ at max_attempts). */
 static enum next hold(struct worker *w, struct item *items, int n, const struct txn_end *t)
@@ -196,9 +214,18 @@ enum next sc_batch_process(struct worker *w, struct delivery *dls, int n_dls)
     case TXN_OUTAGE:
         return hold(w, items, n, &t);
     case TXN_UNKNOWN:
-        /* Never ack what was in the COMMIT: return it; the redelivery meets
-         * the unique key and settles it. What failed the COMMIT may have
-         * left the session unusable: a new one. */
+        /* Never ack what was in the COMMIT: the batch is held like an
+         * outage and runs again on a new session, where each claim tells
+         * (1062: the COMMIT happened). A nack would spend x-delivery-count
+         * on a database fault (RabbitMQ before 4.3 counts every return),
+         * and enough of them dead-letter a good message unrun. */
+        if (t.cause.cls == SC_DBERR_CONNECTION) {
+            log_unknown(w, items, n, 1);
+            return hold(w, items, n, &t);
+        }
+        /* A COMMIT refused on a session that goes on (a Galera certification
+         * failure): returned, and the session replaced all the same. */
+        log_unknown(w, items, n, w->c->k->ordering.present); /* ordered: kept in hand */
         for (int i = 0; i < n; i++)
             if (items[i].committing || (items[i].parsed && items[i].d == D_OPEN))
                 items[i].d = D_REQUEUE;

@@ -101,20 +101,15 @@ static void log_outcome(struct worker *w, struct item *it, int64_t committed_us)
                               it->d == D_APPLIED ? committed_us : sc_now_us());
 }
 
-/* A delivery returned without an outcome: "unknown" only when it was in a
- * COMMIT whose result nobody knows; else it never ran to the end. */
-static void log_returned(struct worker *w, struct item *it)
+/* A delivery returned without an outcome: it never ran to the end, or its
+ * COMMIT's outcome is unknown (logged as such already: batch.c). */
+static void log_returned(struct item *it)
 {
-    if (it->committing) {
-        atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
-        it->lf.outcome = "unknown";
-        sc_log(SC_LOG_ERROR, &it->lf, "COMMIT failed, outcome unknown: not acked, returned for "
-               "redelivery: %s", it->why);
-    } else {
-        it->lf.outcome = "returned";
-        sc_log(SC_LOG_INFO, &it->lf, "returned to the queue without an outcome (%s)",
-               it->ran ? "its transaction did not finish" : "it did not run");
-    }
+    if (it->committing)
+        return;
+    it->lf.outcome = "returned";
+    sc_log(SC_LOG_INFO, &it->lf, "returned to the queue without an outcome (%s)",
+           it->ran ? "its transaction did not finish" : "it did not run");
 }
 
 /* An event's copy is confirmed, or it needs none. */
@@ -171,12 +166,7 @@ static enum next settle_ordered(struct worker *w, struct delivery *dls, int n,
                 struct item *it = &d->items[i];
                 if (it->d == D_RETRY || it->d == D_APPLIED)
                     log_outcome(w, it, committed_us);
-                else if (it->d == D_REQUEUE && it->committing) {
-                    atomic_fetch_add(&w->c->m.outcomes[SC_OUT_UNKNOWN], 1);
-                    it->lf.outcome = "unknown";
-                    sc_log(SC_LOG_ERROR, &it->lf, "COMMIT failed, outcome unknown: kept in hand, "
-                           "runs again on a new session (its claim tells): %s", it->why);
-                } else if (it->d == D_REQUEUE) {
+                else if (it->d == D_REQUEUE && !it->committing) {
                     it->lf.outcome = "returned";
                     sc_log(SC_LOG_INFO, &it->lf, "no outcome (%s): kept in hand, runs again",
                            it->ran ? "its transaction did not finish" : "it did not run");
@@ -293,7 +283,7 @@ enum next sc_settle(struct worker *w, struct delivery *dls, int n, int64_t commi
             if (ack || it->d == D_APPLIED)
                 log_outcome(w, it, committed_us);
             else if (back)
-                log_returned(w, it);
+                log_returned(it);
         }
     }
     return failed || !copies_ok ? NEXT_RESET : NEXT_CONTINUE;

@@ -169,6 +169,8 @@ struct world {
     struct sc_db_err last;
     int outage;          /* a session-ending fault happened in this session */
     int tainted;         /* a handler ended the transaction in this session */
+    int commit_lost;     /* this session's COMMIT lost its connection */
+    int violated;        /* a handler broke the contract in this session */
     /* broker */
     struct msg queue[MAX_MSGS];
     int n_queue;
@@ -546,7 +548,7 @@ static int db_commit(struct worker *w, struct sc_db_err *e)
             return set_err(e, 1213, "Deadlock found when trying to get lock; try restarting "
                                     "transaction");
         }
-        W.dead = W.outage = 1;
+        W.dead = W.outage = W.commit_lost = 1;
         return set_err(e, 2013, "Lost connection to server during query");
     }
     txn_end(1);
@@ -585,7 +587,7 @@ static void new_session(const char *why)
 {
     say("  new database session (%s)", why);
     txn_end(0);
-    W.dead = W.out_of_sync = W.read_only = W.outage = W.tainted = 0;
+    W.dead = W.out_of_sync = W.read_only = W.outage = W.tainted = W.commit_lost = W.violated = 0;
     W.autocommit = 0;
     W.status_in_trans = 0;
     memset(&W.last, 0, sizeof W.last);
@@ -738,6 +740,7 @@ static void violate(int ev, int in_batch_call)
 {
     int kind = pick(5);
     int contained = !in_batch_call && (kind == 2 || kind == 3);
+    W.violated = 1;
     switch (kind) {
     case 0:
         say("  handler: effect, COMMIT");
@@ -1028,6 +1031,11 @@ static int b_nack(struct worker *w, uint64_t tag, int multiple)
     if (W.ordered)
         fail("an ordered consumer nacked tag %llu: the requeued event would come back behind "
              "later ones of its key", (unsigned long long)tag);
+    /* A return spends the delivery's x-delivery-count (RabbitMQ before 4.3
+     * counts every one): a database fault must not. */
+    if (W.commit_lost && !W.violated) /* a handler that broke the contract: its fault */
+        fail("a COMMIT that lost its connection was answered with a nack of tag %llu: a "
+             "database fault spent x-delivery-count", (unsigned long long)tag);
     if (!multiple)
         return settle_one(delivery_of(tag), DS_NACKED);
     for (int i = 0; i < W.n_dl; i++)
