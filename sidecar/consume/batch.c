@@ -219,12 +219,12 @@ enum next sc_batch_process(struct worker *w, struct delivery *dls, int n_dls)
          * (1062: the COMMIT happened). A nack would spend x-delivery-count
          * on a database fault (RabbitMQ before 4.3 counts every return),
          * and enough of them dead-letter a good message unrun. */
-        if (t.cause.cls == SC_DBERR_CONNECTION) {
+        if (t.cause.cls == SC_DBERR_CONNECTION || t.cause.cls == SC_DBERR_NOT_WRITABLE) {
             log_unknown(w, items, n, 1);
             return hold(w, items, n, &t);
         }
         /* A COMMIT refused on a session that goes on (a Galera certification
-         * failure): returned, and the session replaced all the same. */
+         * failure, 1213): returned, and the session replaced all the same. */
         log_unknown(w, items, n, w->c->k->ordering.present); /* ordered: kept in hand */
         for (int i = 0; i < n; i++)
             if (items[i].committing || (items[i].parsed && items[i].d == D_OPEN))

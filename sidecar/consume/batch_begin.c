@@ -206,6 +206,10 @@ static void delivery_begin(struct worker *w, struct delivery *d)
  * decided before any transaction stays; the rest is open again. */
 static void item_again(struct item *it)
 {
+    /* Committed in a transaction of its own (the ladder's one by one)
+     * before a later one was lost: applied, it is settled as such. */
+    if (it->committed && it->d == D_APPLIED)
+        return;
     it->ran = it->committing = it->committed = it->republished = 0;
     if (it->sticky)
         return;

@@ -28,20 +28,27 @@
 #define RECEIVE_POLL_MS 200
 #define DB_IDLE_PING_MS 30000
 
-/* Runs the batch; while its database session is gone before COMMIT, makes
- * the session again (db_outage_hold_ms at most, counted from the first
- * loss) and runs the same batch on it, every delivery still in hand: no
- * nack, so no x-delivery-count spent on an outage. */
+/* Runs the batch; while its database session is gone (before COMMIT, or
+ * with it), makes the session again and runs the same batch on it, every
+ * delivery still in hand: no nack, so no x-delivery-count spent on an
+ * outage. db_outage_hold_ms at most, counted from the first loss, also
+ * when every new session comes but loses the batch again (a COMMIT cut
+ * each time): then everything in hand goes back to the broker. */
 enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n)
 {
     enum next next = sc_batch_process(w, dls, n);
     if (next == NEXT_DB_HOLD)
         w->hold_since_ms = sc_now_ms();
-    for (unsigned long long refused = 0; next == NEXT_DB_HOLD;) {
-        /* A fresh session the node refused again: wait before the next one
-         * (backoff, heartbeats kept) instead of remaking sessions in a loop. */
-        if (w->holding && w->hold_cause.cls == SC_DBERR_NOT_WRITABLE &&
-            sc_worker_wait(w, sc_backoff_ms(++refused), w->hold_since_ms)) {
+    for (unsigned long long again = 0; next == NEXT_DB_HOLD;) {
+        /* A fresh session lost again (a node that refuses writes, a COMMIT
+         * cut each time): wait before the next one (backoff, heartbeats
+         * kept) instead of remaking sessions in a loop. */
+        if (w->holding && sc_worker_wait(w, sc_backoff_ms(++again), w->hold_since_ms)) {
+            if (sc_now_ms() - w->hold_since_ms >= w->c->k->db_outage_hold_ms)
+                sc_log(SC_LOG_WARN, &(struct sc_log_fields){.consumer = w->c->k->name},
+                       "a batch of %d held for %d ms (db_outage_hold_ms) without settling (last "
+                       "error %u: %s): returning the deliveries in hand", w->n_items,
+                       w->c->k->db_outage_hold_ms, w->hold_cause.code, w->hold_cause.msg);
             next = NEXT_RESET;
             break;
         }

@@ -147,7 +147,8 @@ long sc_consume_ordered(struct worker *w)
         if (sc_held_mode(k) && (n = sc_held_wait(k, &o, idx, w->dls, n, sc_now_ms())) == 0)
             continue; /* all of them wait in hand for their keys' replays */
         enum next next = sc_consume_batch(w, w->dls, n);
-        sc_order_check_versions(w, &o, idx, n);
+        if (next != NEXT_RESET) /* given back: nothing of it was settled here */
+            sc_order_check_versions(w, &o, idx, n);
         sc_batch_release(w);
         handled += n;
         if (next == NEXT_RESET)

@@ -445,7 +445,7 @@ static enum next run_tenant(struct worker *w, struct sc_order *o, int *idx, int 
     *n_io = n;
     if (next == NEXT_DB_HOLD)
         for (int j = 0; j < n; j++) {
-            /* Nothing of it was committed: in hand, not an attempt. */
+            /* Nothing of it is settled: in hand, not an attempt. */
             w->dls[j].kept = 1;
             w->dls[j].spent = 0;
             w->dls[j].again_ms = 0;

@@ -17,8 +17,7 @@
  * delivery running at the second loss under it is blamed (its retry spends
  * an attempt, the DLQ at max_attempts) and the next session runs the batch
  * without it. Returns the batch's next step: NEXT_DB_HOLD when nothing of
- * it was committed and every delivery is in hand (w->hold_cause says
- * why). */
+ * it is settled and every delivery is in hand (w->hold_cause says why). */
 enum next sc_tenant_batch(struct worker *w, struct delivery *dls, int n, int opened);
 
 /* Moves w->db back into tenant session i after a batch that ended with

@@ -289,7 +289,7 @@ static enum next run_group(struct worker *w, struct gathered *g, int a, int b)
     }
     if (next != NEXT_DB_HOLD)
         return next == NEXT_RESET ? NEXT_RESET : NEXT_CONTINUE;
-    /* Nothing of the group was committed and every delivery is in hand. */
+    /* Nothing of the group is settled and every delivery is in hand. */
     for (int j = a; j < b; j++)
         if (park(w, g, j))
             return NEXT_RESET;

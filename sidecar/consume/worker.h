@@ -37,10 +37,11 @@ struct consumer {
 /* What the loop does after a batch. */
 enum next {
     NEXT_CONTINUE, /* every delivery is settled: go on */
-    NEXT_DB_HOLD,  /* nothing of the batch was committed and the database
-                      session is gone (lost, or its node cannot take writes):
-                      make it again, keeping every delivery in hand, and run
-                      the same batch again */
+    NEXT_DB_HOLD,  /* nothing of the batch is settled and the database
+                      session is gone (lost, or its node cannot take writes;
+                      before COMMIT, or with it: then the claims tell): make
+                      it again, keeping every delivery in hand, and run the
+                      same batch again */
     NEXT_DB_LOST,  /* the batch is settled or returned; make the database
                       session again, keeping the broker session */
     NEXT_RESET,    /* close every connection: the broker returns what is

@@ -169,7 +169,7 @@ struct world {
     struct sc_db_err last;
     int outage;          /* a session-ending fault happened in this session */
     int tainted;         /* a handler ended the transaction in this session */
-    int commit_lost;     /* this session's COMMIT lost its connection */
+    int commit_lost;     /* this session's COMMIT lost its connection or its node's writes */
     int violated;        /* a handler broke the contract in this session */
     /* broker */
     struct msg queue[MAX_MSGS];
@@ -529,6 +529,7 @@ static int db_commit(struct worker *w, struct sc_db_err *e)
         return set_err(e, 2014, "Commands out of sync; you can't run this command now");
     if (W.read_only && W.n_ops) {
         txn_end(0); /* a node that turned read-only (Galera: left the primary) */
+        W.commit_lost = 1;
         return set_err(e, 1290, "The MariaDB server is running with the --read-only option so it "
                                 "cannot execute this statement");
     }
@@ -1034,8 +1035,8 @@ static int b_nack(struct worker *w, uint64_t tag, int multiple)
     /* A return spends the delivery's x-delivery-count (RabbitMQ before 4.3
      * counts every one): a database fault must not. */
     if (W.commit_lost && !W.violated) /* a handler that broke the contract: its fault */
-        fail("a COMMIT that lost its connection was answered with a nack of tag %llu: a "
-             "database fault spent x-delivery-count", (unsigned long long)tag);
+        fail("a COMMIT that lost its connection or its node's writes was answered with a nack "
+             "of tag %llu: a database fault spent x-delivery-count", (unsigned long long)tag);
     if (!multiple)
         return settle_one(delivery_of(tag), DS_NACKED);
     for (int i = 0; i < W.n_dl; i++)
