@@ -346,8 +346,8 @@ static const struct field tenants_fields[] = {
              "others on its worker at most this long. Must be greater than "
              "`mysql.lock_wait_timeout_s` (a lock wait ends with the server's error). A "
              "statement that runs longer, a handler's too, loses its session: a COMMIT's "
-             "outcome is unknown (not acked; held in hand, the repeat on a new session settles it), any other statement "
-             "counts as the session lost under its delivery "
+             "outcome is unknown (not acked; held in hand, the repeat on a new session settles "
+             "it), any other statement counts as the session lost under its delivery "
              "([contract.md](contract.md#tenants-a-database-per-tenant))"},
     {.key = "list", .type = F_STR_LIST, .off = TEN(list), .count_off = TEN(n_list),
      .def_doc = "none",

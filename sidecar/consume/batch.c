@@ -57,7 +57,7 @@ static struct txn_end probe_over_limit(struct worker *w, struct item *items, int
         struct sc_db_err e = {0}, r = {0};
         w->io->keep_alive(w);
         int failed = w->io->claim(w, it->ev.ev.id, &e);
-        int lost = failed && (e.cls == SC_DBERR_CONNECTION || e.cls == SC_DBERR_NOT_WRITABLE);
+        int lost = failed && sc_session_gone(&e);
         if (w->io->rollback(w, &r) || lost) {
             end.t = TXN_OUTAGE;
             end.cause = lost ? e : r;
@@ -219,7 +219,7 @@ enum next sc_batch_process(struct worker *w, struct delivery *dls, int n_dls)
          * (1062: the COMMIT happened). A nack would spend x-delivery-count
          * on a database fault (RabbitMQ before 4.3 counts every return),
          * and enough of them dead-letter a good message unrun. */
-        if (t.cause.cls == SC_DBERR_CONNECTION || t.cause.cls == SC_DBERR_NOT_WRITABLE) {
+        if (sc_session_gone(&t.cause)) {
             log_unknown(w, items, n, 1);
             return hold(w, items, n, &t);
         }

@@ -24,6 +24,13 @@ enum txn {
 
 const char *sc_txn_name(enum txn t);
 
+/* The session cannot go on: the connection is lost, or its node takes no
+ * writes. What it held comes back on a new session, where the claims tell. */
+static inline int sc_session_gone(const struct sc_db_err *e)
+{
+    return e->cls == SC_DBERR_CONNECTION || e->cls == SC_DBERR_NOT_WRITABLE;
+}
+
 /* The end of one transaction: how, the error that ended it, and the index of
  * the delivery that was running then (-1: none in particular). */
 struct txn_end {

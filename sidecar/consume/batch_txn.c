@@ -134,7 +134,7 @@ static int call_handler(struct run *r, int i)
     sc_handler_status st = w->io->handle(w, &it->ev.ev, reason, sizeof reason);
     sc_hist_observe(&w->c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     w->io->last_error(w, &e);
-    if (st != SC_HANDLER_OK && (e.cls == SC_DBERR_CONNECTION || e.cls == SC_DBERR_NOT_WRITABLE))
+    if (st != SC_HANDLER_OK && sc_session_gone(&e))
         return ended(r, TXN_OUTAGE, i, &e);
     if (st != SC_HANDLER_OK && e.cls == SC_DBERR_DEADLOCK)
         return ended(r, TXN_ROLLED_BACK, i, &e);
@@ -188,7 +188,7 @@ static int verify(struct run *r, int applied)
     }
     long found = -1;
     if (w->io->count_claims(w, ids, k, &found, &e)) {
-        if (e.cls == SC_DBERR_CONNECTION || e.cls == SC_DBERR_NOT_WRITABLE)
+        if (sc_session_gone(&e))
             return ended(r, TXN_OUTAGE, -1, &e);
         /* No proof either way: roll back, the ladder retries. */
         sc_log(SC_LOG_WARN, &r->items[0].lf, "could not verify the claims before COMMIT: error "
@@ -313,7 +313,7 @@ static int fast_batch_handler(struct run *r)
     sc_hist_observe(&w->c->m.handler_seconds, (double)(sc_now_us() - t0) / 1e6);
     w->io->last_error(w, &e);
     if (rc != 0) {
-        if (e.cls == SC_DBERR_CONNECTION || e.cls == SC_DBERR_NOT_WRITABLE)
+        if (sc_session_gone(&e))
             return ended(r, TXN_OUTAGE, -1, &e);
         if (e.cls == SC_DBERR_DEADLOCK)
             return ended(r, TXN_ROLLED_BACK, -1, &e);
@@ -352,8 +352,7 @@ static int fast_batch_handler(struct run *r)
         refused[n_refused++] = it->ev.ev.id;
     }
     if (n_refused && w->io->unclaim_many(w, refused, n_refused, &e)) {
-        if (e.cls == SC_DBERR_CONNECTION || e.cls == SC_DBERR_NOT_WRITABLE ||
-            e.cls == SC_DBERR_DEADLOCK)
+        if (sc_session_gone(&e) || e.cls == SC_DBERR_DEADLOCK)
             return ended(r, after_error(&e), -1, &e);
         if (w->io->rollback(w, &e))
             return ended(r, TXN_OUTAGE, -1, &e);
@@ -376,8 +375,7 @@ static int run_fast(struct run *r)
     const char *ids[SC_ITEM_LIMIT];
     int k = open_ids(r, ids);
     if (w->io->claim_many(w, ids, k, &e)) {
-        if (e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_CONNECTION ||
-            e.cls == SC_DBERR_NOT_WRITABLE)
+        if (e.cls == SC_DBERR_DEADLOCK || sc_session_gone(&e))
             return ended(r, after_error(&e), -1, &e);
         return 0; /* the statement undid itself; per delivery now */
     }
@@ -437,8 +435,7 @@ static void run_per_delivery(struct run *r)
                 it->d = D_DUPLICATE; /* the failed statement undid itself */
                 continue;
             }
-            if (e.cls == SC_DBERR_DEADLOCK || e.cls == SC_DBERR_CONNECTION ||
-                e.cls == SC_DBERR_NOT_WRITABLE) {
+            if (e.cls == SC_DBERR_DEADLOCK || sc_session_gone(&e)) {
                 ended(r, after_error(&e), i, &e);
                 return;
             }

@@ -44,11 +44,6 @@ enum next sc_consume_batch(struct worker *w, struct delivery *dls, int n)
          * cut each time): wait before the next one (backoff, heartbeats
          * kept) instead of remaking sessions in a loop. */
         if (w->holding && sc_worker_wait(w, sc_backoff_ms(++again), w->hold_since_ms)) {
-            if (sc_now_ms() - w->hold_since_ms >= w->c->k->db_outage_hold_ms)
-                sc_log(SC_LOG_WARN, &(struct sc_log_fields){.consumer = w->c->k->name},
-                       "a batch of %d held for %d ms (db_outage_hold_ms) without settling (last "
-                       "error %u: %s): returning the deliveries in hand", w->n_items,
-                       w->c->k->db_outage_hold_ms, w->hold_cause.code, w->hold_cause.msg);
             next = NEXT_RESET;
             break;
         }

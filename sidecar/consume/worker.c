@@ -134,8 +134,13 @@ static int wait_keeping_broker(struct worker *w, int ms, char *err, size_t err_l
 int sc_worker_wait(struct worker *w, int ms, int64_t since_ms)
 {
     int64_t left = since_ms + w->c->k->db_outage_hold_ms - sc_now_ms();
-    if (left <= 0)
+    if (left <= 0) {
+        sc_log(SC_LOG_WARN, &(struct sc_log_fields){.consumer = w->c->k->name},
+               "a batch of %d held for %d ms (db_outage_hold_ms) without settling (last error "
+               "%u: %s): returning the deliveries in hand", w->n_items,
+               w->c->k->db_outage_hold_ms, w->hold_cause.code, w->hold_cause.msg);
         return -1;
+    }
     char err[512] = "";
     if (wait_keeping_broker(w, ms < left ? ms : (int)left, err, sizeof err)) {
         if (err[0]) {

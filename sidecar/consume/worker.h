@@ -250,7 +250,7 @@ void sc_worker_close(struct worker *w);
 
 /* worker.c: waits ms (at most until db_outage_hold_ms after since_ms) with
  * both broker connections kept alive. Returns 0, or -1 (a stop, the broker
- * went away, or the hold passed). */
+ * went away, or the hold passed: logged, naming the batch in hand). */
 int sc_worker_wait(struct worker *w, int ms, int64_t since_ms);
 
 /* worker.c: makes the database session again in place, with backoff, while
